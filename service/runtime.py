@@ -1,0 +1,102 @@
+"""What a running process needs: settings, a pooled engine, the embedder. Built once."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from contextlib import contextmanager
+from functools import cached_property
+from typing import Iterator
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from .config import Settings
+from .db import create_engine, make_session_factory, resolve_database_url, session_scope
+from .embeddings import Embedder, make_embedder
+from .ranking import RankingWeights
+
+log = logging.getLogger(__name__)
+
+
+class Runtime:
+    """Settings + engine + lazily loaded embedder, shared by the app, CLI and Python API."""
+
+    def __init__(self, settings: Settings, engine: sa.Engine, embedder: Embedder | None = None) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.sessions = make_session_factory(engine)
+        self._embedder = embedder
+        self._embedder_lock = threading.Lock()
+
+    @classmethod
+    def start(cls, settings: Settings | None = None, *, migrate: bool = True,
+              seed: bool | None = None, embedder: Embedder | None = None) -> "Runtime":
+        """Connect (starting the embedded server if needed), migrate, and seed on first run."""
+        settings = settings or Settings.from_env()
+        runtime = cls(settings, create_engine(resolve_database_url(settings)), embedder)
+        if migrate:
+            from .migrate import upgrade_database
+
+            upgrade_database(runtime.engine)
+        if settings.auto_seed if seed is None else seed:
+            runtime.seed()
+        return runtime
+
+    @property
+    def embedder(self) -> Embedder:
+        """The configured embedding provider (the local model loads on first use)."""
+        if self._embedder is None:
+            with self._embedder_lock:
+                if self._embedder is None:
+                    self._embedder = make_embedder(self.settings)
+        return self._embedder
+
+    @cached_property
+    def weights(self) -> RankingWeights:
+        """Ranking weights from the settings."""
+        return RankingWeights(
+            similarity_weight=self.settings.similarity_weight,
+            recency_weight=self.settings.recency_weight,
+            recency_window_days=self.settings.recency_window_days,
+        )
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A unit of work that commits on success."""
+        with session_scope(self.sessions) as session:
+            yield session
+
+    def seed(self) -> int:
+        """Seed the default articles once per database; returns how many were inserted."""
+        from .seeding import is_seeded, seed_knowledge_base
+
+        with self.session() as session:
+            if is_seeded(session):  # cheap check first: no model load on later starts
+                return 0
+            return seed_knowledge_base(session, self.embedder)
+
+    def close(self) -> None:
+        """Release pooled connections."""
+        self.engine.dispose()
+
+
+_default: Runtime | None = None
+_default_lock = threading.Lock()
+
+
+def default_runtime() -> Runtime:
+    """The process-wide runtime behind the top-level Python API, built from the environment."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = Runtime.start()
+    return _default
+
+
+def set_default_runtime(runtime: Runtime | None) -> None:
+    """Replace the process-wide runtime (tests, embedding in another app)."""
+    global _default
+    with _default_lock:
+        _default = runtime
