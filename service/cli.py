@@ -1,0 +1,211 @@
+"""The ``supportrag`` console script. Each command's docstring is its help."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from .config import ConfigError, Settings
+from .runtime import Runtime
+
+
+def _runtime(*, seed: bool | None = None) -> Runtime:
+    """Connect, migrate, and (unless SUPPORTRAG_AUTO_SEED=0) seed a new database."""
+    return Runtime.start(Settings.from_env(), seed=seed)
+
+
+def _print_results(results, weights, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in results], indent=2))
+        return
+    if not results:
+        click.echo("No results.")
+    for rank, r in enumerate(results, start=1):
+        click.echo(f"{rank}. {r.title}  [{r.category or '-'}]  (id {r.id})")
+        click.echo(f"   score {r.score:.4f} = similarity {r.similarity:.4f}×{weights.similarity_weight:g}"
+                   f" + recency {r.recency:.4f}×{weights.recency_weight:g}×importance {r.importance:.2f}")
+        click.echo(f"   {r.snippet}")
+
+
+class _Group(click.Group):
+    """Reports domain errors (bad input, provider down, bad settings) as one-line CLI errors."""
+
+    def invoke(self, ctx: click.Context):
+        from .embeddings import EmbeddingError
+        from .validation import ValidationError
+
+        try:
+            return super().invoke(ctx)
+        except ValidationError as exc:
+            details = "; ".join(f"{field} {problem}" for field, problem in exc.details.items())
+            raise click.ClickException(f"{exc.message}: {details}" if details else exc.message) from exc
+        except (EmbeddingError, ConfigError) as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group(cls=_Group)
+@click.option("-v", "--verbose", is_flag=True, help="Log progress details.")
+def main(verbose: bool) -> None:
+    """Support-ticket answering service on PostgreSQL + pgvector."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+
+
+@main.command()
+@click.option("--host", envvar="SUPPORTRAG_HOST", default="127.0.0.1", show_default=True)
+@click.option("--port", envvar="PORT", default=5000, show_default=True, type=int)
+@click.option("--dev", is_flag=True, help="Flask's development server instead of gunicorn.")
+@click.option("--workers", envvar="WEB_CONCURRENCY", default=1, show_default=True, type=int)
+@click.option("--threads", default=4, show_default=True, type=int)
+def serve(host: str, port: int, dev: bool, workers: int, threads: int) -> None:
+    """Start the database if embedded, migrate, seed on first run, and serve HTTP."""
+    from .serving import serve_forever
+
+    serve_forever(host=host, port=port, dev=dev, workers=workers, threads=threads)
+
+
+@main.group()
+def db() -> None:
+    """Schema migrations."""
+
+
+@db.command("upgrade")
+@click.argument("revision", default="head")
+def db_upgrade(revision: str) -> None:
+    """Migrate the database up to REVISION (default: head)."""
+    from .migrate import current_revision, upgrade_database
+
+    runtime = Runtime.start(Settings.from_env(), migrate=False, seed=False)
+    upgrade_database(runtime.engine, revision)
+    click.echo(f"database at revision {current_revision(runtime.engine)}")
+
+
+@db.command("downgrade")
+@click.argument("revision")
+def db_downgrade(revision: str) -> None:
+    """Migrate the database down to REVISION ('base' removes every table)."""
+    from .migrate import current_revision, downgrade_database
+
+    runtime = Runtime.start(Settings.from_env(), migrate=False, seed=False)
+    downgrade_database(runtime.engine, revision)
+    click.echo(f"database at revision {current_revision(runtime.engine)}")
+
+
+@db.command("current")
+def db_current() -> None:
+    """Print the database's current revision."""
+    from .migrate import current_revision
+
+    click.echo(current_revision(Runtime.start(Settings.from_env(), migrate=False, seed=False).engine) or "none")
+
+
+@main.command()
+def seed() -> None:
+    """Insert the default articles, once per database."""
+    inserted = _runtime().seed()
+    click.echo(f"inserted {inserted} articles" if inserted else "already seeded; nothing inserted")
+
+
+@main.command()
+@click.option("--title", required=True)
+@click.option("--content", help="Article text (or use --file).")
+@click.option("--file", "file_", type=click.File("r", encoding="utf-8"), help="Read the content from a file ('-' for stdin).")
+@click.option("--category")
+@click.option("--importance", type=float, default=1.0, show_default=True)
+def add(title: str, content: str | None, file_, category: str | None, importance: float) -> None:
+    """Add one article and embed it."""
+    from .knowledge import add_article
+
+    if (content is None) == (file_ is None):
+        raise click.UsageError("give exactly one of --content or --file")
+    runtime = _runtime()
+    with runtime.session() as session:
+        article = add_article(session, runtime.embedder, {
+            "title": title, "content": content if content is not None else file_.read(),
+            "category": category, "importance": importance,
+        })
+    click.echo(f"added article {article.id} ({article.embedding_status})")
+    if article.embedding_error:
+        click.echo(f"embedding pending: {article.embedding_error}; run 'supportrag reembed' later", err=True)
+
+
+@main.command()
+@click.argument("query")
+@click.option("--limit", default=3, show_default=True, type=int)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def search(query: str, limit: int, as_json: bool) -> None:
+    """Rank articles for QUERY and show the score breakdown."""
+    from .search import search_knowledge
+
+    runtime = _runtime()
+    with runtime.session() as session:
+        results = search_knowledge(session, runtime.embedder, query, limit=limit, weights=runtime.weights)
+    _print_results(results, runtime.weights, as_json)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def stats(as_json: bool) -> None:
+    """Count articles by embedding state; show the model and the vector index."""
+    from .knowledge import knowledge_stats
+
+    runtime = _runtime()
+    with runtime.session() as session:
+        data = knowledge_stats(session, runtime.embedder.model_name)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    for key in ("articles", "embedded", "pending", "stale", "model"):
+        click.echo(f"{key:>9}: {data[key]}")
+    click.echo(f"{'index':>9}: {data['index']['definition'] if data['index'] else 'none'}")
+
+
+@main.command()
+@click.option("--batch-size", default=64, show_default=True, type=int)
+def reembed(batch_size: int) -> None:
+    """Embed articles that have no vector or one from another model."""
+    from tqdm import tqdm
+
+    from .knowledge import count_needing_embedding, reembed_batch
+
+    runtime = _runtime()
+    with runtime.session() as session:
+        todo = count_needing_embedding(session, runtime.embedder.model_name)
+    done = 0
+    with tqdm(total=todo, unit="article", desc="re-embedding", disable=todo == 0) as bar:
+        while True:
+            with runtime.session() as session:  # one commit per batch: progress survives a crash
+                count = reembed_batch(session, runtime.embedder, batch_size=batch_size, on_progress=bar.update)
+            if not count:
+                break
+            done += count
+    click.echo(f"re-embedded {done} articles with {runtime.embedder.model_name}")
+
+
+@main.command("eval")
+@click.argument("corpus", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("queries", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("qrels", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def eval_command(corpus: Path, queries: Path, qrels: Path, as_json: bool) -> None:
+    """Measure search on CORPUS.jsonl / QUERIES.jsonl / QRELS.tsv in a throwaway schema."""
+    from tqdm import tqdm
+
+    from .evaluation import evaluate, load_eval_set
+
+    eval_set = load_eval_set(corpus, queries, qrels)
+    runtime = _runtime(seed=False)
+    bars = {"corpus": tqdm(total=len(eval_set.corpus), desc="embedding corpus", disable=as_json, file=sys.stderr),
+            "queries": tqdm(total=len(eval_set.queries), desc="querying", disable=as_json, file=sys.stderr)}
+    metrics = evaluate(runtime, eval_set, on_progress=lambda stage, n: bars[stage].update(n))
+    for bar in bars.values():
+        bar.close()
+    if as_json:
+        click.echo(json.dumps(metrics))
+        return
+    for key, value in metrics.items():
+        click.echo(f"{key:>10}: {value:.4f}" if isinstance(value, float) else f"{key:>10}: {value}")

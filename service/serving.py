@@ -1,0 +1,53 @@
+"""Running the HTTP server: gunicorn in production, Flask's server with --dev."""
+
+from __future__ import annotations
+
+import click
+
+from .config import Settings
+from .runtime import Runtime
+
+
+def _prepare(settings: Settings) -> Runtime:
+    """Start the embedded database if needed, migrate, seed; say where things are."""
+    runtime = Runtime.start(settings)
+    if settings.database_url:
+        click.echo(f"database: {runtime.engine.url.render_as_string(hide_password=True)}")
+    else:
+        click.echo(f"embedded PostgreSQL data directory: {settings.embedded_pgdata}")
+    click.echo(f"embedding model: {runtime.embedder.model_name}")
+    return runtime
+
+
+def serve_forever(*, host: str, port: int, dev: bool, workers: int, threads: int) -> None:
+    """Serve until interrupted."""
+    settings = Settings.from_env()
+    runtime = _prepare(settings)
+    click.echo(f"serving on http://{host}:{port}  (API: /api, health: /healthz)")
+    if dev:
+        from .app import create_app
+
+        create_app(runtime=runtime).run(host=host, port=port, debug=False, use_reloader=False)
+        return
+    # Workers build their own runtime after fork; the master's pool must not be shared with them.
+    runtime.close()
+    _run_gunicorn(host=host, port=port, workers=workers, threads=threads)
+
+
+def _run_gunicorn(*, host: str, port: int, workers: int, threads: int) -> None:
+    from gunicorn.app.base import BaseApplication
+
+    class _Application(BaseApplication):
+        def load_config(self) -> None:
+            for key, value in {
+                "bind": f"{host}:{port}", "workers": workers, "threads": threads,
+                "worker_class": "gthread", "timeout": 120, "accesslog": "-",
+            }.items():
+                self.cfg.set(key, value)
+
+        def load(self):
+            from .app import create_app
+
+            return create_app()
+
+    _Application().run()
