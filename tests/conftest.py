@@ -1,0 +1,132 @@
+"""Test fixtures: one real embedded PostgreSQL per test session, migrated once;
+each test runs inside a transaction that is rolled back."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.orm import sessionmaker
+
+from service.config import Settings
+from service.db import create_engine
+from service.embedded_pg import start_embedded_server
+from service.embeddings import LocalEmbedder
+from service.migrate import upgrade_database
+from service.runtime import Runtime
+
+from .fake_openai import FakeOpenAIServer
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DIR = Path(os.environ.get("SUPPORTRAG_SHARED_DIR", REPO_ROOT.parent / "shared"))
+
+
+@pytest.fixture(scope="session")
+def pg_url(tmp_path_factory) -> str:
+    """A SQLAlchemy URL to a fresh database on a real PostgreSQL with pgvector.
+
+    DATABASE_URL, when set, names the server to use instead of an embedded one.
+    """
+    external = os.environ.get("TEST_DATABASE_URL")
+    if external:
+        return external
+    pgdata = tmp_path_factory.mktemp("pg") / "pgdata"
+    return start_embedded_server(pgdata, database="supportrag_test")
+
+
+def admin_conninfo(url: str) -> str:
+    """A psycopg conninfo for the maintenance database of the server behind ``url``."""
+    return sa.make_url(url).set(drivername="postgresql", database="postgres").render_as_string(
+        hide_password=False)
+
+
+@pytest.fixture
+def fresh_database_url(pg_url) -> Iterator[str]:
+    """A new, empty database on the test server, dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False)
+    with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def engine(pg_url) -> Iterator[sa.Engine]:
+    """The test database's engine, migrated to head once."""
+    engine = create_engine(pg_url)
+    upgrade_database(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def local_embedder() -> LocalEmbedder:
+    """The real offline MiniLM embedder (loaded once)."""
+    return LocalEmbedder()
+
+
+@pytest.fixture
+def settings(tmp_path) -> Settings:
+    """Default settings with no external services."""
+    return Settings(data_dir=tmp_path, auto_seed=False)
+
+
+@pytest.fixture
+def runtime(engine, settings, local_embedder) -> Iterator[Runtime]:
+    """A runtime whose sessions live in one outer transaction, rolled back after the test."""
+    connection = engine.connect()
+    outer = connection.begin()
+    rt = Runtime(settings, engine, local_embedder)
+    rt.sessions = sessionmaker(bind=connection, join_transaction_mode="create_savepoint",
+                               expire_on_commit=False)
+    yield rt
+    outer.rollback()
+    connection.close()
+
+
+@pytest.fixture
+def session(runtime):
+    """A session inside the test's transaction."""
+    with runtime.sessions() as session:
+        yield session
+
+
+@pytest.fixture
+def seeded(runtime) -> Runtime:
+    """The runtime with the five default articles."""
+    assert runtime.seed() == 5
+    return runtime
+
+
+@pytest.fixture
+def app(runtime):
+    """The Flask app on the test runtime."""
+    from service.app import create_app
+
+    return create_app({"TESTING": True}, runtime=runtime)
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAIServer]:
+    """A local OpenAI-compatible server."""
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def stackfaq_dir() -> Path:
+    """The shared FAQ retrieval set (tests may read ../shared)."""
+    path = SHARED_DIR / "eval" / "stackfaq_dev"
+    assert (path / "corpus.jsonl").exists(), f"evaluation set not found at {path}; set SUPPORTRAG_SHARED_DIR"
+    return path
