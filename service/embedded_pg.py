@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
 from pathlib import Path
@@ -33,9 +34,32 @@ def start_embedded_server(pgdata: Path, database: str = DATABASE_NAME) -> str:
     pgserver = _import_pgserver()
     pgdata = pgdata.expanduser().resolve()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
+    _forget_dead_processes(pgserver, pgdata)
     server = pgserver.get_server(pgdata, cleanup_mode="stop")
     _ensure_database(server.get_uri(), database)
     return server.get_uri(database=database, driver="psycopg")
+
+
+def _forget_dead_processes(pgserver, pgdata: Path) -> None:
+    """Drop pids of processes that died without detaching (e.g. SIGKILL).
+
+    pgserver stops the server when the last attached process exits; a dead pid
+    left in its list would keep the server running forever.
+    """
+    import psutil
+
+    pid_file = pgdata / ".handle_pids.json"
+    if not pid_file.exists():
+        return
+    with pgserver.PostgresServer._lock:
+        try:
+            pids = json.loads(pid_file.read_text() or "[]")
+        except ValueError:
+            pids = []
+        alive = [pid for pid in pids if psutil.pid_exists(pid)]
+        if alive != pids:
+            pid_file.write_text(json.dumps(alive))
+            log.info("forgot %d dead process(es) attached to %s", len(pids) - len(alive), pgdata)
 
 
 def _ensure_database(admin_uri: str, database: str) -> None:

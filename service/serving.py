@@ -25,8 +25,13 @@ def serve_forever(*, host: str, port: int, dev: bool, workers: int, threads: int
     runtime = _prepare(settings)
     click.echo(f"serving on http://{host}:{port}  (API: /api, health: /healthz)")
     if dev:
+        import signal
+        import sys
+
         from .app import create_app
 
+        # Exit through SystemExit on SIGTERM so atexit handlers detach from (and stop) the embedded server.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         create_app(runtime=runtime).run(host=host, port=port, debug=False, use_reloader=False)
         return
     # Workers build their own runtime after fork; the master's pool must not be shared with them.
@@ -42,6 +47,8 @@ def _run_gunicorn(*, host: str, port: int, workers: int, threads: int) -> None:
             for key, value in {
                 "bind": f"{host}:{port}", "workers": workers, "threads": threads,
                 "worker_class": "gthread", "timeout": 120, "accesslog": "-",
+                # One shared control socket per user would clash between two services.
+                "control_socket_disable": True,
             }.items():
                 self.cfg.set(key, value)
 

@@ -229,6 +229,7 @@ def test_settings_read_embedding_numbers_from_env(tmp_path):
     {"EMBEDDING_DIMENSIONS": "1537"},
     {"EMBEDDING_DIMENSIONS": "-384"},
     {"EMBEDDING_TIMEOUT": "soon"},
+    {"EMBEDDING_TIMEOUT": "0"},
     {"EMBEDDING_TIMEOUT": "-1"},
     {"EMBEDDING_TIMEOUT": "nan"},
     {"EMBEDDING_MAX_RETRIES": "two"},
