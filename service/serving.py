@@ -50,7 +50,8 @@ def _run_gunicorn(*, host: str, port: int, workers: int, threads: int) -> None:
                 # One shared control socket per user would clash between two services.
                 "control_socket_disable": True,
             }.items():
-                self.cfg.set(key, value)
+                if key in self.cfg.settings:  # control_socket_disable is new in gunicorn 27
+                    self.cfg.set(key, value)
 
         def load(self):
             from .app import create_app
