@@ -106,7 +106,7 @@ def db_current() -> None:
 @main.command()
 def seed() -> None:
     """Insert the default articles, once per database."""
-    inserted = _runtime().seed()
+    inserted = _runtime(seed=False).seed()
     click.echo(f"inserted {inserted} articles" if inserted else "already seeded; nothing inserted")
 
 

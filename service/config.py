@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +28,12 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     if raw is None or raw == "":
         return default
     try:
-        return float(raw)
+        value = float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {raw!r}")
+    return value
 
 
 def _int(env: Mapping[str, str], name: str, default: int | None) -> int | None:
@@ -85,14 +89,14 @@ class Settings:
             embedding_base_url=base_url,
             embedding_dimensions=_int(env, "EMBEDDING_DIMENSIONS", None),
             embedding_timeout=_float(env, "EMBEDDING_TIMEOUT", 30.0),
-            embedding_max_retries=_int(env, "EMBEDDING_MAX_RETRIES", 3) or 0,
-            embedding_batch_size=_int(env, "EMBEDDING_BATCH_SIZE", 64) or 64,
+            embedding_max_retries=_int(env, "EMBEDDING_MAX_RETRIES", 3),
+            embedding_batch_size=_int(env, "EMBEDDING_BATCH_SIZE", 64),
             similarity_weight=_float(env, "SEARCH_SIMILARITY_WEIGHT", 0.8),
             recency_weight=_float(env, "SEARCH_RECENCY_WEIGHT", 0.2),
             recency_window_days=_float(env, "SEARCH_RECENCY_WINDOW_DAYS", 365.0),
             host=env.get("SUPPORTRAG_HOST") or "127.0.0.1",
-            port=_int(env, "PORT", 5000) or 5000,
-            max_request_bytes=_int(env, "SUPPORTRAG_MAX_REQUEST_BYTES", 1024 * 1024) or 1024 * 1024,
+            port=_int(env, "PORT", 5000),
+            max_request_bytes=_int(env, "SUPPORTRAG_MAX_REQUEST_BYTES", 1024 * 1024),
             auto_seed=(env.get("SUPPORTRAG_AUTO_SEED", "1") not in ("0", "false", "no")),
         )
         settings.validate()
@@ -106,6 +110,14 @@ class Settings:
             raise ConfigError(f"EMBEDDING_DIMENSIONS must be between 1 and {VECTOR_DIMENSIONS}")
         if self.embedding_batch_size < 1:
             raise ConfigError("EMBEDDING_BATCH_SIZE must be at least 1")
+        if not self.embedding_timeout > 0:
+            raise ConfigError("EMBEDDING_TIMEOUT must be positive")
+        if self.embedding_max_retries < 0:
+            raise ConfigError("EMBEDDING_MAX_RETRIES must not be negative")
+        if self.max_request_bytes < 1:
+            raise ConfigError("SUPPORTRAG_MAX_REQUEST_BYTES must be positive")
+        if not 0 <= self.port <= 65535:
+            raise ConfigError("PORT must be between 0 and 65535")
 
     @property
     def embedded_pgdata(self) -> Path:

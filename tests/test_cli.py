@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import time
 from typing import Iterator
 
 import numpy as np
@@ -46,6 +48,8 @@ def db_engine(cli_env) -> Iterator[sa.Engine]:
 def run(*args: str, expect_success: bool = True) -> Result:
     """Invoke the console script; by default fail with its output unless it exits 0."""
     result = CliRunner().invoke(main, list(args))
+    # Anything the command left open is finalised now, so a leak fails the test that caused it.
+    gc.collect()
     if expect_success:
         assert result.exit_code == 0, f"exit {result.exit_code}\n{result.output}\n{result.exception!r}"
     return result
@@ -224,3 +228,24 @@ def test_db_commands_do_not_seed(cli_env, db_engine):
 
     with db_engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM knowledge_base")).scalar_one() == 0
+
+
+def other_connections(engine: sa.Engine) -> int:
+    """Sessions on the test database other than the one asking."""
+    with engine.connect() as conn:
+        return conn.execute(sa.text("SELECT count(*) FROM pg_stat_activity "
+                                    "WHERE datname = current_database() AND pid <> pg_backend_pid()")).scalar_one()
+
+
+@pytest.mark.parametrize("args", [["stats"], ["search", "refund"], ["db", "current"]])
+def test_each_command_closes_its_database_connections_before_returning(cli_env, db_engine, args):
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+
+    try:
+        deadline = time.monotonic() + 5  # a closed client's backend leaves pg_stat_activity asynchronously
+        while other_connections(db_engine) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert other_connections(db_engine) == 0
+    finally:
+        gc.collect()  # finalise any leaked connection here rather than in a later test
