@@ -12,6 +12,7 @@ from .runtime import Runtime
 def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | None = None) -> Flask:
     """Build the app on ``runtime`` (default: the process-wide one from the environment)."""
     from .api import api, health
+    from .ticket_api import tickets_api
     from .errors import register_error_handlers
     from .runtime import default_runtime
 
@@ -22,6 +23,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
         app.config.update(test_config)
     app.extensions["supportrag"] = runtime
     app.register_blueprint(api)
+    app.register_blueprint(tickets_api)
     app.register_blueprint(health)
     register_error_handlers(app)
 

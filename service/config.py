@@ -67,6 +67,14 @@ class Settings:
     port: int = 5000
     max_request_bytes: int = 1024 * 1024
     auto_seed: bool = True
+    llm_api_key: str | None = None
+    llm_base_url: str | None = None
+    llm_model: str = "gpt-4o-mini"
+    llm_timeout: float = 30.0
+    llm_max_retries: int = 2
+    llm_temperature: float = 0.1
+    llm_max_tokens: int = 600
+    answer_min_similarity: float = 0.34
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -98,6 +106,14 @@ class Settings:
             port=_int(env, "PORT", 5000),
             max_request_bytes=_int(env, "SUPPORTRAG_MAX_REQUEST_BYTES", 1024 * 1024),
             auto_seed=(env.get("SUPPORTRAG_AUTO_SEED", "1") not in ("0", "false", "no")),
+            llm_api_key=env.get("LLM_API_KEY") or None,
+            llm_base_url=env.get("LLM_BASE_URL") or None,
+            llm_model=env.get("LLM_MODEL") or "gpt-4o-mini",
+            llm_timeout=_float(env, "LLM_TIMEOUT", 30.0),
+            llm_max_retries=_int(env, "LLM_MAX_RETRIES", 2),
+            llm_temperature=_float(env, "LLM_TEMPERATURE", 0.1),
+            llm_max_tokens=_int(env, "LLM_MAX_TOKENS", 600),
+            answer_min_similarity=_float(env, "ANSWER_MIN_SIMILARITY", 0.34),
         )
         settings.validate()
         return settings
@@ -116,6 +132,12 @@ class Settings:
             raise ConfigError("EMBEDDING_MAX_RETRIES must not be negative")
         if self.max_request_bytes < 1:
             raise ConfigError("SUPPORTRAG_MAX_REQUEST_BYTES must be positive")
+        if not self.llm_timeout > 0:
+            raise ConfigError("LLM_TIMEOUT must be positive")
+        if self.llm_max_retries < 0 or self.llm_max_tokens < 1:
+            raise ConfigError("LLM_MAX_RETRIES must be >= 0 and LLM_MAX_TOKENS >= 1")
+        if not -1.0 <= self.answer_min_similarity <= 1.0:
+            raise ConfigError("ANSWER_MIN_SIMILARITY must be between -1 and 1")
         if not 0 <= self.port <= 65535:
             raise ConfigError("PORT must be between 0 and 65535")
 

@@ -10,6 +10,7 @@ from werkzeug.exceptions import HTTPException
 
 from .embeddings import EmbeddingError
 from .knowledge import ArticleNotFound
+from .ticket_queries import TicketNotFound
 from .validation import ValidationError
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,10 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ArticleNotFound)
     def _not_found(exc: ArticleNotFound) -> Response:
         return error_response(404, "not_found", f"article {exc.args[0]} does not exist", {"id": exc.args[0]})
+
+    @app.errorhandler(TicketNotFound)
+    def _ticket_not_found(exc: TicketNotFound) -> Response:
+        return error_response(404, "not_found", f"ticket {exc.args[0]} does not exist", {"id": exc.args[0]})
 
     @app.errorhandler(EmbeddingError)
     def _embedding(exc: EmbeddingError) -> Response:

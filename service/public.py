@@ -27,3 +27,17 @@ def search_articles(query: str, limit: int = 3) -> list[SearchResult]:
 def initialize_knowledge_base() -> int:
     """Seed the five default articles once per database; returns how many were inserted."""
     return default_runtime().seed()
+
+
+def answer_ticket(subject: str, body: str, email: str | None = None) -> dict:
+    """Store a ticket, answer it (LLM, or extractive offline) and return it with citations."""
+    from .ticket_queries import get_ticket
+    from .tickets import answer_ticket as answer
+
+    runtime = default_runtime()
+    fields = {"subject": subject, "body": body}
+    if email is not None:
+        fields["email"] = email
+    ticket_id = answer(runtime, runtime.chat, fields)
+    with runtime.session() as session:
+        return get_ticket(session, ticket_id).to_dict()

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from .config import Settings
 from .db import create_engine, make_session_factory, resolve_database_url, session_scope
 from .embeddings import Embedder, make_embedder
+from .llm import ChatModel
 from .ranking import RankingWeights
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,13 @@ class Runtime:
                 if self._embedder is None:
                     self._embedder = make_embedder(self.settings)
         return self._embedder
+
+    @cached_property
+    def chat(self) -> "ChatModel | None":
+        """The configured chat model, or None offline (tickets then get extractive answers)."""
+        from .llm import make_chat_model
+
+        return make_chat_model(self.settings)
 
     @cached_property
     def weights(self) -> RankingWeights:
