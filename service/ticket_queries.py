@@ -9,6 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from .knowledge import BIGINT_MAX
 from .models import AnswerFeedback, Ticket, TicketAnswer, TicketCitation, TICKET_STATUSES
 from .ticket_validation import clean_feedback_fields
 from .validation import ValidationError
@@ -89,7 +90,7 @@ def _views(session: Session, tickets: list[Ticket]) -> list[TicketView]:
 
 def get_ticket(session: Session, ticket_id: int) -> TicketView:
     """One ticket, or TicketNotFound."""
-    ticket = session.get(Ticket, ticket_id)
+    ticket = session.get(Ticket, ticket_id) if 1 <= ticket_id <= BIGINT_MAX else None
     if ticket is None:
         raise TicketNotFound(ticket_id)
     return _views(session, [ticket])[0]
@@ -114,7 +115,7 @@ def list_tickets(session: Session, *, status: str | None = None, article_id: int
 def add_feedback(session: Session, ticket_id: int, fields: dict[str, Any]) -> dict[str, Any]:
     """Record whether an answer helped."""
     cleaned = clean_feedback_fields(fields)
-    if session.get(Ticket, ticket_id) is None:
+    if not 1 <= ticket_id <= BIGINT_MAX or session.get(Ticket, ticket_id) is None:
         raise TicketNotFound(ticket_id)
     feedback = AnswerFeedback(ticket_id=ticket_id, **cleaned)
     session.add(feedback)

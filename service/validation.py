@@ -30,6 +30,8 @@ def _text(value: Any, field: str, *, max_len: int, errors: dict[str, str]) -> st
         errors[field] = "must not be empty"
     elif len(stripped) > max_len:
         errors[field] = f"must be at most {max_len} characters (got {len(stripped)})"
+    elif "\x00" in stripped:
+        errors[field] = "must not contain NUL characters"
     return stripped
 
 
@@ -51,6 +53,8 @@ def _category(value: Any, errors: dict[str, str]) -> str | None:
     stripped = value.strip()
     if len(stripped) > CATEGORY_MAX:
         errors["category"] = f"must be at most {CATEGORY_MAX} characters (got {len(stripped)})"
+    elif "\x00" in stripped:
+        errors["category"] = "must not contain NUL characters"
     return stripped or None
 
 

@@ -4,6 +4,7 @@ each test runs inside a transaction that is rolled back."""
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -27,16 +28,17 @@ SHARED_DIR = Path(os.environ.get("SUPPORTRAG_SHARED_DIR", REPO_ROOT.parent / "sh
 
 
 @pytest.fixture(scope="session")
-def pg_url(tmp_path_factory) -> str:
+def pg_url() -> str:
     """A SQLAlchemy URL to a fresh database on a real PostgreSQL with pgvector.
 
-    DATABASE_URL, when set, names the server to use instead of an embedded one.
+    TEST_DATABASE_URL, when set, names a server to use instead of an embedded one.
     """
     external = os.environ.get("TEST_DATABASE_URL")
     if external:
         return external
-    pgdata = tmp_path_factory.mktemp("pg") / "pgdata"
-    return start_embedded_server(pgdata, database="supportrag_test")
+    # Not under pytest's tmp dir: that is private to root, and the server runs as its own user.
+    pgdata = Path(tempfile.mkdtemp(prefix="supportrag-test-")) / "pgdata"
+    return start_embedded_server(pgdata, database="supportrag_test", delete_on_exit=True)
 
 
 def admin_conninfo(url: str) -> str:

@@ -434,10 +434,11 @@ def test_seeded_question_ranks_the_matching_article_first(client, seeded, questi
     assert search(client, question)[0]["title"] == expected_title
 
 
-@pytest.mark.parametrize("limit, expected", [(None, 3), (1, 1), (2, 2), (5, 5), (50, 5)])
-def test_search_returns_at_most_limit_results(client, seeded, limit, expected):
-    extra = {} if limit is None else {"limit": limit}
-    assert len(search(client, "help with my order", **extra)) == expected
+def test_search_returns_at_most_limit_results(client, seeded):
+    # One seeding for every limit: seeding embeds five long articles.
+    for limit, expected in [(None, 3), (1, 1), (2, 2), (5, 5), (50, 5)]:
+        extra = {} if limit is None else {"limit": limit}
+        assert len(search(client, "help with my order", **extra)) == expected, limit
 
 
 def test_search_on_empty_knowledge_base_returns_no_results(client):
