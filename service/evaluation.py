@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import math
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import sqlalchemy as sa
 
@@ -95,9 +96,13 @@ def corpus_articles(corpus: list[dict]) -> list[dict]:
     ]
 
 
-def evaluate(runtime: Runtime, eval_set: EvalSet, *, depth: int = 10,
-             on_progress: Callable[[str, int], None] | None = None) -> dict[str, float | int]:
-    """Load the corpus into a throwaway schema, run every query through the search path, score."""
+@contextmanager
+def throwaway_corpus(runtime: Runtime, corpus: list[dict],
+                     on_progress: Callable[[int], None] | None = None) -> Iterator[tuple[Runtime, dict[int, str]]]:
+    """Load ``corpus`` into a new schema (never the user's knowledge base); drop it afterwards.
+
+    Yields a runtime searching that schema and the map from article id to corpus id.
+    """
     schema = f"supportrag_eval_{uuid.uuid4().hex[:12]}"
     with runtime.engine.begin() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
@@ -107,9 +112,19 @@ def evaluate(runtime: Runtime, eval_set: EvalSet, *, depth: int = 10,
         upgrade_database(engine)
         eval_runtime = Runtime(runtime.settings, engine, runtime.embedder)
         with eval_runtime.session() as session:
-            ids = bulk_add_articles(session, eval_runtime.embedder, corpus_articles(eval_set.corpus),
-                                    on_progress=(lambda n: on_progress("corpus", n)) if on_progress else None)
-        doc_of = {article_id: doc["id"] for article_id, doc in zip(ids, eval_set.corpus)}
+            ids = bulk_add_articles(session, eval_runtime.embedder, corpus_articles(corpus), on_progress=on_progress)
+        yield eval_runtime, {article_id: doc["id"] for article_id, doc in zip(ids, corpus)}
+    finally:
+        engine.dispose()
+        with runtime.engine.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+
+
+def evaluate(runtime: Runtime, eval_set: EvalSet, *, depth: int = 10,
+             on_progress: Callable[[str, int], None] | None = None) -> dict[str, float | int]:
+    """Run every query through the search path over the corpus in a throwaway schema, and score."""
+    corpus_progress = (lambda n: on_progress("corpus", n)) if on_progress else None
+    with throwaway_corpus(runtime, eval_set.corpus, corpus_progress) as (eval_runtime, doc_of):
         runs: dict[str, list[str]] = {}
         with eval_runtime.session() as session:
             for query in eval_set.queries:
@@ -118,8 +133,4 @@ def evaluate(runtime: Runtime, eval_set: EvalSet, *, depth: int = 10,
                 runs[query["id"]] = [doc_of[result.id] for result in results]
                 if on_progress:
                     on_progress("queries", 1)
-        return summarise(runs, eval_set.qrels)
-    finally:
-        engine.dispose()
-        with runtime.engine.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+    return summarise(runs, eval_set.qrels)
