@@ -14,8 +14,20 @@ from .runtime import Runtime
 
 
 def _runtime(*, seed: bool | None = None) -> Runtime:
-    """Connect, migrate, and (unless SUPPORTRAG_AUTO_SEED=0) seed a new database."""
-    return Runtime.start(Settings.from_env(), seed=seed)
+    """Connect, migrate, and (unless SUPPORTRAG_AUTO_SEED=0) seed a new database.
+
+    The runtime's connections are closed when the command finishes.
+    """
+    runtime = Runtime.start(Settings.from_env(), seed=seed)
+    click.get_current_context().call_on_close(runtime.close)
+    return runtime
+
+
+def _bare_runtime() -> Runtime:
+    """Connect without migrating or seeding (the db commands); closed when the command finishes."""
+    runtime = Runtime.start(Settings.from_env(), migrate=False, seed=False)
+    click.get_current_context().call_on_close(runtime.close)
+    return runtime
 
 
 def _print_results(results, weights, as_json: bool) -> None:
@@ -79,7 +91,7 @@ def db_upgrade(revision: str) -> None:
     """Migrate the database up to REVISION (default: head)."""
     from .migrate import current_revision, upgrade_database
 
-    runtime = Runtime.start(Settings.from_env(), migrate=False, seed=False)
+    runtime = _bare_runtime()
     upgrade_database(runtime.engine, revision)
     click.echo(f"database at revision {current_revision(runtime.engine)}")
 
@@ -90,7 +102,7 @@ def db_downgrade(revision: str) -> None:
     """Migrate the database down to REVISION ('base' removes every table)."""
     from .migrate import current_revision, downgrade_database
 
-    runtime = Runtime.start(Settings.from_env(), migrate=False, seed=False)
+    runtime = _bare_runtime()
     downgrade_database(runtime.engine, revision)
     click.echo(f"database at revision {current_revision(runtime.engine)}")
 
@@ -100,7 +112,7 @@ def db_current() -> None:
     """Print the database's current revision."""
     from .migrate import current_revision
 
-    click.echo(current_revision(Runtime.start(Settings.from_env(), migrate=False, seed=False).engine) or "none")
+    click.echo(current_revision(_bare_runtime().engine) or "none")
 
 
 @main.command()
