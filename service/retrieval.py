@@ -30,6 +30,7 @@ WITH scored AS (
     FROM knowledge_base
     WHERE embedding IS NOT NULL
       AND embedding_model = :model
+      AND (CAST(:source_prefix AS text) IS NULL OR starts_with(source_path, :source_prefix))
 )
 SELECT id, title, category, content, importance, created_at, similarity, recency,
        similarity * :similarity_weight + recency * :recency_weight * importance AS score
@@ -60,8 +61,11 @@ class ScoredRow:
 
 
 def search_by_vector(session: Session, query_vector: np.ndarray, *, model: str, limit: int,
-                     weights: RankingWeights, now: datetime) -> list[ScoredRow]:
-    """The exact top-``limit`` rows for ``query_vector`` among rows embedded by ``model``."""
+                     weights: RankingWeights, now: datetime, source_prefix: str | None = None) -> list[ScoredRow]:
+    """The exact top-``limit`` rows for ``query_vector`` among rows embedded by ``model``.
+
+    ``source_prefix`` restricts the search to articles imported from under that path.
+    """
     rows = session.execute(SEARCH_EXACT_SQL, {
         "query_vector": np.asarray(query_vector, dtype=np.float32),
         "model": model,
@@ -70,6 +74,7 @@ def search_by_vector(session: Session, query_vector: np.ndarray, *, model: str, 
         "window_days": weights.recency_window_days,
         "similarity_weight": weights.similarity_weight,
         "recency_weight": weights.recency_weight,
+        "source_prefix": source_prefix,
     }).mappings()
     return [
         ScoredRow(

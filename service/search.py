@@ -68,13 +68,16 @@ def make_snippet(content: str, query: str, max_chars: int = SNIPPET_CHARS) -> st
 
 
 def search_knowledge(session: Session, embedder: Embedder, query: str, *, limit: int = 3,
-                     weights: RankingWeights = RankingWeights(),
-                     now: datetime | None = None) -> list[SearchResult]:
-    """Exact top-``limit`` articles for ``query`` under the product formula."""
+                     weights: RankingWeights = RankingWeights(), now: datetime | None = None,
+                     source_prefix: str | None = None) -> list[SearchResult]:
+    """Exact top-``limit`` articles for ``query`` under the product formula.
+
+    ``source_prefix`` keeps only articles imported from files under that path.
+    """
     query, limit = clean_search_request(query, limit)
     vector = embed_padded(embedder, [query])[0]
     rows = search_by_vector(session, vector, model=embedder.model_name, limit=limit, weights=weights,
-                            now=now or datetime.now(timezone.utc))
+                            now=now or datetime.now(timezone.utc), source_prefix=source_prefix)
     return [
         SearchResult(
             id=row.id, title=row.title, category=row.category, snippet=make_snippet(row.content, query),

@@ -3,7 +3,8 @@
 It implements ``POST /v1/embeddings`` (deterministic vectors derived from the
 text) and ``POST /v1/chat/completions`` and records every request. Tests can
 queue failures: ``server.fail_next(status, times)``, ``server.stall_next(seconds,
-times)`` or ``server.malformed_next(times)``.
+times)`` or ``server.malformed_next(times)``. ``state.chat_reply`` is the
+assistant's text, or a callable that receives the request body and returns it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
 
 import numpy as np
 
@@ -39,7 +41,8 @@ class FakeOpenAIState:
     requests: list[dict] = field(default_factory=list)
     faults: list[_Fault] = field(default_factory=list)
     native_dimensions: int = 1536
-    chat_reply: str = "Please follow the steps in the article [1]."
+    # The assistant's text, or a function of the request body that returns it.
+    chat_reply: str | Callable[[dict], str] = "Please follow the steps in the article [1]."
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def take_fault(self) -> _Fault | None:
@@ -103,6 +106,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _chat(self, body: dict) -> None:
         reply = self.server.state.chat_reply
+        if callable(reply):
+            reply = reply(body)
         self._send(200, {
             "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
             "model": body["model"],
@@ -145,3 +150,7 @@ class FakeOpenAIServer(ThreadingHTTPServer):
 
     def embedding_requests(self) -> list[dict]:
         return [r for r in self.state.requests if r["path"].endswith("/embeddings")]
+
+    def chat_requests(self) -> list[dict]:
+        """Every chat-completion request received, failed or not, oldest first."""
+        return [r for r in self.state.requests if r["path"].endswith("/chat/completions")]

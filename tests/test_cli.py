@@ -108,10 +108,11 @@ def test_add_stores_an_embedded_article_that_search_then_ranks_first(cli_env):
     assert run_json("stats")["articles"] == 6
 
 
-def test_add_with_empty_title_fails_with_one_clear_line_and_stores_nothing(cli_env):
+@pytest.mark.parametrize("title", ["", "   "])
+def test_add_with_empty_title_fails_with_one_clear_line_and_stores_nothing(cli_env, title):
     before = run_json("stats")["articles"]
 
-    result = run("add", "--title", "  ", "--content", "Some text.", expect_success=False)
+    result = run("add", "--title", title, "--content", "Some text.", expect_success=False)
 
     assert result.exit_code != 0
     assert "Traceback" not in result.output
@@ -149,7 +150,7 @@ def test_add_refuses_both_or_neither_content_and_file(cli_env, tmp_path):
 def test_stats_json_reports_counts_model_and_the_hnsw_index(cli_env):
     data = run_json("stats")
 
-    assert data.keys() == STATS_KEYS
+    assert STATS_KEYS <= data.keys()
     assert (data["articles"], data["embedded"], data["pending"], data["stale"]) == (5, 5, 0, 0)
     assert data["model"] == ACTIVE_MODEL
     assert data["index"]["name"] == "knowledge_base_embedding_hnsw"
@@ -204,18 +205,25 @@ def test_reembed_with_nothing_to_do_reports_zero(cli_env):
     assert "re-embedded 0 articles" in run("reembed").stdout
 
 
+def public_tables(engine: sa.Engine) -> set[str]:
+    """Tables in the public schema, Alembic's bookkeeping table aside."""
+    with engine.connect() as conn:
+        return set(conn.execute(sa.text(
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = 'public' AND table_name <> 'alembic_version'")).scalars())
+
+
 def test_db_upgrade_current_downgrade_and_upgrade_again(cli_env, db_engine):
     head = head_revision()
-    assert head == "0001"
 
     assert run("db", "current").stdout.strip() == "none"
     assert run("db", "upgrade").stdout.strip() == f"database at revision {head}"
     assert run("db", "current").stdout.strip() == head
+    assert {"knowledge_base", "app_state"} <= public_tables(db_engine)
 
     run("db", "downgrade", "base")
     assert run("db", "current").stdout.strip() == "none"
-    with db_engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT to_regclass('public.knowledge_base')")).scalar_one() is None
+    assert public_tables(db_engine) == set()
 
     assert run("db", "upgrade").stdout.strip() == f"database at revision {head}"
     assert run("db", "current").stdout.strip() == head
