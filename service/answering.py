@@ -60,6 +60,14 @@ def decide_answerability(similarities: Sequence[float], min_similarity: float) -
     return GateDecision(True, top, min_similarity, f"best similarity {top:.3f} reaches the floor")
 
 
+def decide_answerability_by_keywords(result_count: int, all_words_matched: bool) -> GateDecision:
+    """The gate when only the full-text leg ran (embedder down): answer only if every word matched."""
+    if result_count and all_words_matched:
+        return GateDecision(True, None, 0.0, "keyword search matched every word of the ticket (embeddings down)")
+    return GateDecision(False, None, 0.0, "embeddings are down and keyword search found no article "
+                                          "matching every word of the ticket")
+
+
 def _neutralise(text: str, tag: str) -> str:
     """Stop data from opening or closing our delimiter tags."""
     return re.sub(rf"<\s*/?\s*{tag}\b[^>]*>", lambda m: m.group(0).replace("<", "‹").replace(">", "›"),

@@ -10,7 +10,7 @@ from flask import Blueprint, current_app, g, jsonify, request, url_for
 from .errors import ApiError
 from .knowledge import add_article, delete_article, get_article, knowledge_stats, list_articles, update_article
 from .runtime import Runtime
-from .search import search_knowledge
+from .search import run_search
 
 api = Blueprint("api", __name__, url_prefix="/api")
 health = Blueprint("health", __name__)
@@ -104,17 +104,30 @@ def articles_delete(article_id: int):
 
 @api.post("/search")
 def search():
-    """``{query, limit}`` → ranked results with similarity, recency, importance and score."""
+    """``{query, limit, explain}`` → ranked results with the score breakdown.
+
+    If the embedding provider fails, results come from the full-text leg alone and
+    the answer says so in ``degraded``.
+    """
     body = json_body()
+    explain = body.get("explain", False)
+    if not isinstance(explain, bool):
+        raise ApiError(400, "validation_error", "invalid search", {"explain": "must be true or false"})
     rt = runtime()
-    results = search_knowledge(db(), rt.embedder, body.get("query"), limit=body.get("limit", 3),
-                               weights=rt.weights)
-    return jsonify({
+    outcome = run_search(db(), rt.embedder, body.get("query"), limit=body.get("limit", 3), weights=rt.weights,
+                         retrieval=rt.retrieval)
+    answer = {
         "query": body.get("query"),
         "model": rt.embedder.model_name,
+        "mode": outcome.mode,
+        "degraded": outcome.degraded,
         "weights": vars(rt.weights),
-        "results": [result.to_dict() for result in results],
-    })
+        "results": [result.to_dict(explain=explain) for result in outcome.results],
+    }
+    if explain:
+        answer["lexical_query"] = outcome.lexical_query
+        answer["synonyms_used"] = outcome.synonyms_used
+    return jsonify(answer)
 
 
 @api.get("/stats")

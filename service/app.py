@@ -11,6 +11,9 @@ from .runtime import Runtime
 
 def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | None = None) -> Flask:
     """Build the app on ``runtime`` (default: the process-wide one from the environment)."""
+    from .access import init_access
+    from .admin import admin
+    from .admin_api import admin_api
     from .api import api, health
     from .ticket_api import tickets_api
     from .errors import register_error_handlers
@@ -19,12 +22,15 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app = Flask(__name__)
     runtime = runtime or default_runtime()
     app.config.update(MAX_CONTENT_LENGTH=runtime.settings.max_request_bytes, JSON_SORT_KEYS=False)
+    init_access(app, runtime.settings)  # every endpoint not declared public needs an admin (service/access.py)
     if test_config:
         app.config.update(test_config)
     app.extensions["supportrag"] = runtime
     app.register_blueprint(api)
     app.register_blueprint(tickets_api)
     app.register_blueprint(health)
+    app.register_blueprint(admin_api)
+    app.register_blueprint(admin)
     register_error_handlers(app)
 
     @app.teardown_appcontext

@@ -30,16 +30,23 @@ def _bare_runtime() -> Runtime:
     return runtime
 
 
-def _print_results(results, weights, as_json: bool) -> None:
+def _print_results(results, weights, as_json: bool, *, explain: bool = False) -> None:
     if as_json:
-        click.echo(json.dumps([r.to_dict() for r in results], indent=2))
+        click.echo(json.dumps([r.to_dict(explain=explain) for r in results], indent=2))
         return
     if not results:
         click.echo("No results.")
     for rank, r in enumerate(results, start=1):
-        click.echo(f"{rank}. {r.title}  [{r.category or '-'}]  (id {r.id})")
-        click.echo(f"   score {r.score:.4f} = similarity {r.similarity:.4f}×{weights.similarity_weight:g}"
+        click.echo(f"{rank}. {r.section or r.title}  [{r.category or '-'}]  (id {r.id})")
+        similarity = "n/a" if r.similarity is None else f"{r.similarity:.4f}"
+        relevance = f"similarity {similarity}" if r.relevance == r.similarity else \
+            f"relevance {r.relevance:.4f} (similarity {similarity})"
+        click.echo(f"   score {r.score:.4f} = {relevance}×{weights.similarity_weight:g}"
                    f" + recency {r.recency:.4f}×{weights.recency_weight:g}×importance {r.importance:.2f}")
+        if explain and r.explain:
+            e = r.explain
+            click.echo(f"   vector rank {e['vector_rank']}, lexical rank {e['lexical_rank']}, "
+                       f"matched terms: {', '.join(e['matched_terms']) or '-'}")
         click.echo(f"   {r.snippet}")
 
 
@@ -93,7 +100,7 @@ def db_upgrade(revision: str) -> None:
 
     runtime = _bare_runtime()
     upgrade_database(runtime.engine, revision)
-    click.echo(f"database at revision {current_revision(runtime.engine)}")
+    click.echo(f"database at revision {current_revision(runtime.engine) or 'none'}")
 
 
 @db.command("downgrade")
@@ -104,7 +111,7 @@ def db_downgrade(revision: str) -> None:
 
     runtime = _bare_runtime()
     downgrade_database(runtime.engine, revision)
-    click.echo(f"database at revision {current_revision(runtime.engine)}")
+    click.echo(f"database at revision {current_revision(runtime.engine) or 'none'}")
 
 
 @db.command("current")
@@ -145,18 +152,52 @@ def add(title: str, content: str | None, file_, category: str | None, importance
         click.echo(f"embedding pending: {article.embedding_error}; run 'supportrag reembed' later", err=True)
 
 
+@main.command("import")
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("--prune", is_flag=True, help="Delete articles imported from PATH whose file (or line) is gone.")
+@click.option("--category", help="Category for files whose front matter names none (instead of their folder).")
+def import_command(path: Path, prune: bool, category: str | None) -> None:
+    """Import PATH: a markdown file, a folder of them (recursively) or a .jsonl; unchanged files are skipped."""
+    from tqdm import tqdm
+
+    from .importer import import_path
+
+    runtime = _runtime()
+    with tqdm(unit="file", desc="importing", file=sys.stderr) as bar, runtime.session() as session:
+        def show(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        report = import_path(session, runtime.embedder, path, prune=prune, category=category, on_progress=show)
+    for failure in report.failed:
+        click.echo(f"failed: {failure.source}: {failure.reason}", err=True)
+    click.echo(report.summary())
+    if report.pending:
+        click.echo("some embeddings are pending; run 'supportrag reembed' later", err=True)
+    if report.failed:
+        click.get_current_context().exit(1)
+
+
 @main.command()
 @click.argument("query")
 @click.option("--limit", default=3, show_default=True, type=int)
+@click.option("--mode", type=click.Choice(["vector", "lexical", "hybrid"]), help="Override RETRIEVAL_MODE.")
+@click.option("--explain", is_flag=True, help="Show each leg's rank and the matched terms.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def search(query: str, limit: int, as_json: bool) -> None:
+def search(query: str, limit: int, mode: str | None, explain: bool, as_json: bool) -> None:
     """Rank articles for QUERY and show the score breakdown."""
-    from .search import search_knowledge
+    from dataclasses import replace
+
+    from .search import run_search
 
     runtime = _runtime()
+    retrieval = replace(runtime.retrieval, mode=mode) if mode else runtime.retrieval
     with runtime.session() as session:
-        results = search_knowledge(session, runtime.embedder, query, limit=limit, weights=runtime.weights)
-    _print_results(results, runtime.weights, as_json)
+        outcome = run_search(session, runtime.embedder, query, limit=limit, weights=runtime.weights,
+                             retrieval=retrieval)
+    if outcome.degraded and not as_json:
+        click.echo(f"(degraded: {outcome.degraded}; keyword search only)", err=True)
+    _print_results(outcome.results, runtime.weights, as_json, explain=explain)
 
 
 @main.command()
@@ -253,22 +294,50 @@ def gaps(days: int, as_json: bool) -> None:
 @click.argument("corpus", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("queries", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("qrels", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def eval_command(corpus: Path, queries: Path, qrels: Path, as_json: bool) -> None:
+@click.option("--mode", "modes", multiple=True, type=click.Choice(["vector", "lexical", "hybrid"]),
+              help="Retrieval mode(s) to measure (repeatable; default RETRIEVAL_MODE).")
+@click.option("--fusion", type=click.Choice(["convex", "rrf"]), help="Override FUSION_METHOD.")
+@click.option("--vector-weight", type=float, help="Override HYBRID_VECTOR_WEIGHT.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (one per mode, keyed by mode, if several).")
+def eval_command(corpus: Path, queries: Path, qrels: Path, modes: tuple[str, ...], fusion: str | None,
+                 vector_weight: float | None, as_json: bool) -> None:
     """Measure search on CORPUS.jsonl / QUERIES.jsonl / QRELS.tsv in a throwaway schema."""
+    from dataclasses import replace
+
     from tqdm import tqdm
 
-    from .evaluation import evaluate, load_eval_set
+    from .evaluation import evaluate_settings, load_eval_set
 
     eval_set = load_eval_set(corpus, queries, qrels)
     runtime = _runtime(seed=False)
+    base = runtime.retrieval
+    if fusion:
+        base = replace(base, fusion=fusion)
+    if vector_weight is not None:
+        base = replace(base, vector_weight=vector_weight)
+    variants = {mode: replace(base, mode=mode) for mode in (modes or (base.mode,))}
     bars = {"corpus": tqdm(total=len(eval_set.corpus), desc="embedding corpus", disable=as_json, file=sys.stderr),
-            "queries": tqdm(total=len(eval_set.queries), desc="querying", disable=as_json, file=sys.stderr)}
-    metrics = evaluate(runtime, eval_set, on_progress=lambda stage, n: bars[stage].update(n))
+            "queries": tqdm(total=len(eval_set.queries) * len(variants), desc="querying", disable=as_json,
+                            file=sys.stderr)}
+    scores = evaluate_settings(runtime, eval_set, variants, on_progress=lambda stage, n: bars[stage].update(n))
     for bar in bars.values():
         bar.close()
     if as_json:
-        click.echo(json.dumps(metrics))
+        click.echo(json.dumps(next(iter(scores.values())) if len(scores) == 1 else scores))
         return
-    for key, value in metrics.items():
-        click.echo(f"{key:>10}: {value:.4f}" if isinstance(value, float) else f"{key:>10}: {value}")
+    keys = ["ndcg@10", "recall@3", "success@3", "mrr@10", "queries"]
+    click.echo(f"{'mode':>8}  " + "  ".join(f"{key:>9}" for key in keys))
+    for mode, metrics in scores.items():
+        click.echo(f"{mode:>8}  " + "  ".join(
+            f"{metrics[key]:9.4f}" if isinstance(metrics[key], float) else f"{metrics[key]:>9}" for key in keys))
+
+
+def _register_auth_commands() -> None:
+    """``admin`` and ``token`` live in cli_auth.py to keep this module short."""
+    from .cli_auth import admin, token
+
+    main.add_command(admin)
+    main.add_command(token)
+
+
+_register_auth_commands()

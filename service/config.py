@@ -75,6 +75,16 @@ class Settings:
     llm_temperature: float = 0.1
     llm_max_tokens: int = 600
     answer_min_similarity: float = 0.34
+    # Admin and access: see docs/admin.md. The secret key never appears in a repr or log line.
+    secret_key: str | None = field(default=None, repr=False)
+    public_search: bool = True
+    public_tickets: bool = True
+    secure_cookies: bool = False
+    retrieval_mode: str = "vector"
+    fusion_method: str = "convex"
+    hybrid_vector_weight: float = 0.8
+    lexical_leg_limit: int = 200
+    search_statement_timeout_ms: int = 2000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -114,6 +124,15 @@ class Settings:
             llm_temperature=_float(env, "LLM_TEMPERATURE", 0.1),
             llm_max_tokens=_int(env, "LLM_MAX_TOKENS", 600),
             answer_min_similarity=_float(env, "ANSWER_MIN_SIMILARITY", 0.34),
+            secret_key=env.get("SUPPORTRAG_SECRET_KEY") or None,
+            public_search=(env.get("SUPPORTRAG_PUBLIC_SEARCH", "1") not in ("0", "false", "no")),
+            public_tickets=(env.get("SUPPORTRAG_PUBLIC_TICKETS", "1") not in ("0", "false", "no")),
+            secure_cookies=(env.get("SUPPORTRAG_SECURE_COOKIES", "0") not in ("0", "false", "no", "")),
+            retrieval_mode=env.get("RETRIEVAL_MODE") or "vector",
+            fusion_method=env.get("FUSION_METHOD") or "convex",
+            hybrid_vector_weight=_float(env, "HYBRID_VECTOR_WEIGHT", 0.8),
+            lexical_leg_limit=_int(env, "LEXICAL_LEG_LIMIT", 200),
+            search_statement_timeout_ms=_int(env, "SEARCH_STATEMENT_TIMEOUT_MS", 2000),
         )
         settings.validate()
         return settings
@@ -138,6 +157,14 @@ class Settings:
             raise ConfigError("LLM_MAX_RETRIES must be >= 0 and LLM_MAX_TOKENS >= 1")
         if not -1.0 <= self.answer_min_similarity <= 1.0:
             raise ConfigError("ANSWER_MIN_SIMILARITY must be between -1 and 1")
+        if self.retrieval_mode not in ("vector", "lexical", "hybrid"):
+            raise ConfigError("RETRIEVAL_MODE must be vector, lexical or hybrid")
+        if self.fusion_method not in ("convex", "rrf"):
+            raise ConfigError("FUSION_METHOD must be convex or rrf")
+        if not 0.0 <= self.hybrid_vector_weight <= 1.0:
+            raise ConfigError("HYBRID_VECTOR_WEIGHT must be between 0 and 1")
+        if self.lexical_leg_limit < 1 or self.search_statement_timeout_ms < 1:
+            raise ConfigError("LEXICAL_LEG_LIMIT and SEARCH_STATEMENT_TIMEOUT_MS must be positive")
         if not 0 <= self.port <= 65535:
             raise ConfigError("PORT must be between 0 and 65535")
 

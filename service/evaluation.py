@@ -16,7 +16,7 @@ from .db import create_engine
 from .knowledge import bulk_add_articles
 from .migrate import upgrade_database
 from .runtime import Runtime
-from .search import search_knowledge
+from .search import RetrievalSettings, search_knowledge
 from .validation import CONTENT_MAX, TITLE_MAX
 
 
@@ -120,17 +120,29 @@ def throwaway_corpus(runtime: Runtime, corpus: list[dict],
             conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
 
 
-def evaluate(runtime: Runtime, eval_set: EvalSet, *, depth: int = 10,
+def evaluate(runtime: Runtime, eval_set: EvalSet, *, depth: int = 10, retrieval: RetrievalSettings | None = None,
              on_progress: Callable[[str, int], None] | None = None) -> dict[str, float | int]:
     """Run every query through the search path over the corpus in a throwaway schema, and score."""
+    settings = retrieval or runtime.retrieval
+    return evaluate_settings(runtime, eval_set, {settings.mode: settings}, depth=depth,
+                             on_progress=on_progress)[settings.mode]
+
+
+def evaluate_settings(runtime: Runtime, eval_set: EvalSet, variants: dict[str, RetrievalSettings], *,
+                      depth: int = 10, on_progress: Callable[[str, int], None] | None = None
+                      ) -> dict[str, dict[str, float | int]]:
+    """Score several retrieval settings on one loaded corpus (embedded once)."""
     corpus_progress = (lambda n: on_progress("corpus", n)) if on_progress else None
+    scores: dict[str, dict[str, float | int]] = {}
     with throwaway_corpus(runtime, eval_set.corpus, corpus_progress) as (eval_runtime, doc_of):
-        runs: dict[str, list[str]] = {}
-        with eval_runtime.session() as session:
-            for query in eval_set.queries:
-                results = search_knowledge(session, eval_runtime.embedder, query["text"], limit=depth,
-                                           weights=runtime.weights)
-                runs[query["id"]] = [doc_of[result.id] for result in results]
-                if on_progress:
-                    on_progress("queries", 1)
-    return summarise(runs, eval_set.qrels)
+        for name, retrieval in variants.items():
+            runs: dict[str, list[str]] = {}
+            with eval_runtime.session() as session:
+                for query in eval_set.queries:
+                    results = search_knowledge(session, eval_runtime.embedder, query["text"], limit=depth,
+                                               weights=runtime.weights, retrieval=retrieval)
+                    runs[query["id"]] = [doc_of[result.id] for result in results]
+                    if on_progress:
+                        on_progress("queries", 1)
+            scores[name] = summarise(runs, eval_set.qrels)
+    return scores

@@ -24,6 +24,14 @@ class ArticleNotFound(LookupError):
 BIGINT_MAX = 2**63 - 1
 
 
+@dataclass(frozen=True)
+class ArticleSource:
+    """Where an imported article came from (a file path, or file#line) and the hash of its bytes."""
+
+    path: str
+    sha256: str
+
+
 def _check_id(article_id: int) -> None:
     """Ids outside bigint's range cannot exist; say so instead of letting PostgreSQL overflow."""
     if not 1 <= article_id <= BIGINT_MAX:
@@ -88,10 +96,13 @@ def _embed_into(article: Article, embedder: Embedder) -> str | None:
     return None
 
 
-def add_article(session: Session, embedder: Embedder, fields: dict[str, Any]) -> StoredArticle:
+def add_article(session: Session, embedder: Embedder, fields: dict[str, Any], *,
+                source: ArticleSource | None = None) -> StoredArticle:
     """Validate, embed and insert an article; an embedder failure stores it as pending."""
     cleaned = clean_article_fields(fields)
     article = Article(**cleaned)
+    if source is not None:
+        article.source_path, article.source_sha256 = source.path, source.sha256
     error = _embed_into(article, embedder)
     session.add(article)
     session.flush()
@@ -111,7 +122,7 @@ def get_article(session: Session, article_id: int, active_model: str) -> StoredA
 
 
 def update_article(session: Session, embedder: Embedder, article_id: int,
-                   fields: dict[str, Any]) -> StoredArticle:
+                   fields: dict[str, Any], *, source: ArticleSource | None = None) -> StoredArticle:
     """Apply a partial change; text that changed (by hash) is re-embedded, importance alone is not."""
     _check_id(article_id)
     cleaned = clean_article_fields(fields, partial=True)
@@ -120,6 +131,8 @@ def update_article(session: Session, embedder: Embedder, article_id: int,
         raise ArticleNotFound(article_id)
     for name, value in cleaned.items():
         setattr(article, name, value)
+    if source is not None:
+        article.source_path, article.source_sha256 = source.path, source.sha256
     error = None
     text = article_embedding_text(article.title, article.content, article.category)
     unchanged = article.content_sha256 == text_sha256(text) and article.embedding_model == embedder.model_name
@@ -142,9 +155,12 @@ def delete_article(session: Session, article_id: int) -> None:
 
 
 def list_articles(session: Session, active_model: str, *, page: int = 1, per_page: int = 20,
-                  category: str | None = None) -> tuple[list[StoredArticle], int]:
-    """A page of articles, newest first, and the total count."""
+                  category: str | None = None, contains: str | None = None) -> tuple[list[StoredArticle], int]:
+    """A page of articles, newest first, and the total count; ``contains`` matches title or content."""
     where = [Article.category == category] if category else []
+    if contains:
+        pattern = "%" + contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        where.append(sa.or_(Article.title.ilike(pattern, escape="\\"), Article.content.ilike(pattern, escape="\\")))
     total = session.execute(sa.select(sa.func.count()).select_from(Article).where(*where)).scalar_one()
     rows = session.execute(
         sa.select(Article, _has_embedding_column()).where(*where)
@@ -213,14 +229,21 @@ def reembed_batch(session: Session, embedder: Embedder, *, batch_size: int = 64,
 
 def bulk_add_articles(session: Session, embedder: Embedder, items: list[dict[str, Any]], *,
                       batch_size: int = 256,
-                      on_progress: Callable[[int], None] | None = None) -> list[int]:
+                      on_progress: Callable[[int], None] | None = None,
+                      sources: list[ArticleSource] | None = None) -> list[int]:
     """Validate, embed in batches and insert many articles; returns their ids in input order.
 
-    A provider failure stores the batch as pending rather than losing it.
+    A provider failure stores the batch as pending rather than losing it. ``sources``, if
+    given, has one entry per item (imported files).
     """
+    if sources is not None and len(sources) != len(items):
+        raise ValueError(f"{len(sources)} sources for {len(items)} articles")
     ids: list[int] = []
     for start in range(0, len(items), batch_size):
         batch = [clean_article_fields(item) for item in items[start:start + batch_size]]
+        if sources is not None:
+            batch = [{**fields, "source_path": source.path, "source_sha256": source.sha256}
+                     for fields, source in zip(batch, sources[start:start + batch_size])]
         texts = [article_embedding_text(a["title"], a["content"], a.get("category")) for a in batch]
         try:
             vectors = list(embed_padded(embedder, texts))

@@ -205,7 +205,7 @@ class TicketCitation(Base):
     article_title: Mapped[str] = mapped_column(sa.Text, nullable=False)
     rank: Mapped[int] = mapped_column(sa.Integer, nullable=False)
     cited: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, server_default=sa.false())
-    similarity: Mapped[float] = mapped_column(sa.Double, nullable=False)
+    similarity: Mapped[float | None] = mapped_column(sa.Double, nullable=True)  # NULL: keyword search only
     recency: Mapped[float] = mapped_column(sa.Double, nullable=False)
     importance: Mapped[float] = mapped_column(sa.Double, nullable=False)
     score: Mapped[float] = mapped_column(sa.Double, nullable=False)
@@ -232,3 +232,45 @@ class AnswerFeedback(Base):
     )
 
     __table_args__ = (sa.Index("answer_feedback_ticket", "ticket_id"),)
+
+
+USERNAME_MAX = 64
+TOKEN_NAME_MAX = 100
+
+
+class AdminUser(Base):
+    """Someone who may curate the knowledge base; the password is stored as a werkzeug hash."""
+
+    __tablename__ = "admin_users"
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=False), primary_key=True)
+    username: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    password_hash: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(
+        sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    )
+    last_login_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
+
+    __table_args__ = (
+        sa.CheckConstraint(f"char_length(username) BETWEEN 1 AND {USERNAME_MAX}", name="admin_users_username_length"),
+        sa.Index("admin_users_username", "username", unique=True),
+    )
+
+
+class ApiToken(Base):
+    """A script's credential; only the SHA-256 of the secret is kept, so a database leak reveals no token."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=False), primary_key=True)
+    name: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    token_sha256: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(
+        sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    )
+    revoked_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
+
+    __table_args__ = (
+        sa.CheckConstraint(f"char_length(name) BETWEEN 1 AND {TOKEN_NAME_MAX}", name="api_tokens_name_length"),
+        sa.Index("api_tokens_token_sha256", "token_sha256", unique=True),
+    )

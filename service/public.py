@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .knowledge import StoredArticle, add_article
 from .runtime import default_runtime
-from .search import SearchResult, search_knowledge
+from .search import SearchResult, run_search
 
 
 def add_knowledge_article(title: str, content: str, category: str | None = None,
@@ -21,7 +21,8 @@ def search_articles(query: str, limit: int = 3) -> list[SearchResult]:
     """Exact top-``limit`` articles by ``similarity×0.8 + recency×0.2×importance``."""
     runtime = default_runtime()
     with runtime.session() as session:
-        return search_knowledge(session, runtime.embedder, query, limit=limit, weights=runtime.weights)
+        return run_search(session, runtime.embedder, query, limit=limit, weights=runtime.weights,
+                          retrieval=runtime.retrieval).results
 
 
 def initialize_knowledge_base() -> int:

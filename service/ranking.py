@@ -47,3 +47,17 @@ def max_score_boost(weights: RankingWeights, max_importance: float = 2.0) -> flo
 def is_finite_number(value: object) -> bool:
     """True for real, finite ints and floats (bools excluded)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def convex_relevance(similarity: float | None, lexical_norm: float | None, vector_weight: float) -> float:
+    """Normalised convex combination: ``w·cosine + (1−w)·lexical``, a missing leg counting 0."""
+    return vector_weight * (similarity or 0.0) + (1.0 - vector_weight) * (lexical_norm or 0.0)
+
+
+def rrf_relevance(vector_rank: int | None, lexical_rank: int | None, *, vector_weight: float,
+                  k: float = 60.0) -> float:
+    """Weighted reciprocal rank fusion scaled to [0, 1] (1 = first in both legs)."""
+    lexical_weight = 1.0 - vector_weight
+    total = (vector_weight / (k + vector_rank) if vector_rank else 0.0) + \
+            (lexical_weight / (k + lexical_rank) if lexical_rank else 0.0)
+    return total * (k + 1.0)

@@ -69,6 +69,15 @@ class Runtime:
             recency_window_days=self.settings.recency_window_days,
         )
 
+    @cached_property
+    def retrieval(self) -> "RetrievalSettings":
+        """Retrieval mode and fusion settings."""
+        from .search import RetrievalSettings
+
+        s = self.settings
+        return RetrievalSettings(mode=s.retrieval_mode, fusion=s.fusion_method, vector_weight=s.hybrid_vector_weight,
+                                 lexical_limit=s.lexical_leg_limit, statement_timeout_ms=s.search_statement_timeout_ms)
+
     @contextmanager
     def session(self) -> Iterator[Session]:
         """A unit of work that commits on success."""

@@ -1,26 +1,39 @@
-"""Search use case: embed the query, fetch the exact top-k, attach snippets."""
+"""Search use case: embed the query, fetch the exact top-k, point each result at its best section."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import asdict, dataclass
+import logging
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
 from sqlalchemy.orm import Session
 
-from .embeddings import Embedder, embed_padded
+from .embeddings import Embedder, EmbeddingError, embed_padded
+from .lexical import build_lexical_query, load_synonym_groups
 from .ranking import RankingWeights
-from .retrieval import search_by_vector
+from .retrieval import FusionSettings, count_lexical_matches, search_by_vector, search_fused
+from .snippets import (  # noqa: F401  (content_words and make_snippet are part of this module's API)
+    Section, best_section_by_words, content_words, make_snippet, split_sections,
+)
 from .validation import clean_search_request
 
-SNIPPET_CHARS = 240
-_WORD = re.compile(r"[a-z0-9]+(?:['_-][a-z0-9]+)*")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-_STOP_WORDS = frozenset(
-    "a an and are as at be but by can do does for from have how i if in is it my of on or so that the "
-    "this to was what when where which who why will with you your me we our".split()
-)
+log = logging.getLogger(__name__)
+SECTIONED_RESULTS = 5  # only the first results get the (embedding-based) best-section lookup
+DEGRADED_EMBEDDING = "embedding unavailable"
+
+
+@dataclass(frozen=True)
+class RetrievalSettings:
+    """Which relevance enters the formula: ``vector`` (cosine), ``lexical`` or ``hybrid``."""
+
+    mode: str = "vector"
+    fusion: str = "convex"
+    vector_weight: float = 0.8
+    rrf_k: float = 60.0
+    lexical_limit: int = 200
+    statement_timeout_ms: int = 2000
 
 
 @dataclass(frozen=True)
@@ -31,58 +44,149 @@ class SearchResult:
     title: str
     category: str | None
     snippet: str
-    similarity: float
+    similarity: float | None
     recency: float
     importance: float
     score: float
     created_at: datetime
+    relevance: float | None = None
+    section: str | None = None
+    explain: dict[str, Any] | None = field(default=None, compare=False)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
+    def to_dict(self, *, explain: bool = False) -> dict[str, Any]:
+        """JSON-ready form; the per-leg evidence only with ``explain``."""
         data = asdict(self)
         data["created_at"] = self.created_at.isoformat()
+        if not explain:
+            data.pop("explain")
         return data
 
 
-def content_words(text: str) -> set[str]:
-    """Lower-cased words of ``text`` minus common stop words."""
-    return {word for word in _WORD.findall(text.lower()) if word not in _STOP_WORDS}
+@dataclass(frozen=True)
+class SearchOutcome:
+    """Results plus how they were found."""
+
+    results: list[SearchResult]
+    mode: str
+    degraded: str | None = None
+    lexical_query: str | None = None
+    lexical_match: str | None = None  # "and" (every word matched) or "or" (the fallback)
+    synonyms_used: list[str] = field(default_factory=list)
 
 
-def make_snippet(content: str, query: str, max_chars: int = SNIPPET_CHARS) -> str:
-    """The sentence sharing most words with the query (plus what follows, up to ``max_chars``).
+def _with_sections(results: list[SearchResult], contents: dict[int, str], query: str,
+                   query_vector: np.ndarray | None, embedder: Embedder) -> list[SearchResult]:
+    """Point each result's snippet and section label at its best-matching section."""
+    wanted: list[tuple[int, list[Section]]] = []
+    for index, result in enumerate(results[:SECTIONED_RESULTS]):
+        sections = split_sections(contents[result.id])
+        if len(sections) > 1:
+            wanted.append((index, sections))
+    chosen: dict[int, Section] = {}
+    if wanted and query_vector is not None:
+        texts = [f"{results[i].title}\n{' '.join(s.path)}\n{s.text}" for i, sections in wanted for s in sections]
+        try:
+            vectors = embed_padded(embedder, texts)
+            scores = iter(vectors @ query_vector / (np.linalg.norm(query_vector) or 1.0))
+            for index, sections in wanted:
+                section_scores = [next(scores) for _ in sections]
+                chosen[index] = sections[int(np.argmax(section_scores))]
+        except EmbeddingError as exc:
+            log.warning("section embedding failed, choosing sections by words: %s", exc)
+    for index, sections in wanted:
+        chosen.setdefault(index, best_section_by_words(sections, query))
+    updated = []
+    for index, result in enumerate(results):
+        section = chosen.get(index)
+        if section is None:
+            updated.append(result)
+            continue
+        label = section.label(result.title) if section.path else None
+        updated.append(_replace(result, snippet=make_snippet(section.text, query), section=label))
+    return updated
 
-    Falls back to the start of the article when no sentence shares a word.
-    """
-    sentences = [s.strip(" #*-\t") for s in _SENTENCE_END.split(content) if s.strip(" #*-\t")]
-    if not sentences:
-        return ""
-    wanted = content_words(query)
-    overlaps = [len(wanted & content_words(sentence)) for sentence in sentences]
-    best = max(range(len(sentences)), key=lambda i: (overlaps[i], -i)) if any(overlaps) else 0
-    snippet = " ".join(sentences[best:])
-    if len(snippet) <= max_chars:
-        return snippet
-    cut = snippet.rfind(" ", 0, max_chars - 1)
-    return snippet[: cut if cut > 0 else max_chars - 1].rstrip(",;:") + "…"
+
+def _replace(result: SearchResult, **changes: Any) -> SearchResult:
+    from dataclasses import replace
+
+    return replace(result, **changes)
+
+
+def run_search(session: Session, embedder: Embedder, query: str, *, limit: int = 3,
+               weights: RankingWeights = RankingWeights(), retrieval: RetrievalSettings = RetrievalSettings(),
+               now: datetime | None = None, source_prefix: str | None = None,
+               fallback: bool = True) -> SearchOutcome:
+    """Exact top-``limit`` for ``query``; with ``fallback``, a failing embedder degrades to the lexical leg."""
+    query, limit = clean_search_request(query, limit)
+    now = now or datetime.now(timezone.utc)
+    mode, degraded, vector = retrieval.mode, None, None
+    if mode != "lexical":
+        try:
+            vector = embed_padded(embedder, [query])[0]
+        except EmbeddingError as exc:
+            if not fallback:
+                raise
+            log.warning("embedding failed at query time, searching by keywords: %s", exc)
+            mode, degraded = "lexical", DEGRADED_EMBEDDING
+    if mode == "vector":
+        rows = search_by_vector(session, vector, model=embedder.model_name, limit=limit, weights=weights,
+                                now=now, source_prefix=source_prefix)
+        results = [SearchResult(id=r.id, title=r.title, category=r.category, snippet=make_snippet(r.content, query),
+                                similarity=r.similarity, recency=r.recency, importance=r.importance,
+                                score=r.score, created_at=r.created_at, relevance=r.similarity,
+                                explain={"vector_rank": None, "lexical_rank": None, "matched_terms": [],
+                                         "relevance": r.similarity, "recency": r.recency,
+                                         "importance": r.importance, "score": r.score})
+                   for r in rows]
+        contents = {r.id: r.content for r in rows}
+        return SearchOutcome(_with_sections(results, contents, query, vector, embedder), mode)
+    return _search_with_lexical_leg(session, embedder, query, vector, limit=limit, weights=weights,
+                                    retrieval=retrieval, mode=mode, degraded=degraded, now=now,
+                                    source_prefix=source_prefix)
+
+
+def _search_with_lexical_leg(session: Session, embedder: Embedder, query: str, vector: np.ndarray | None, *,
+                             limit: int, weights: RankingWeights, retrieval: RetrievalSettings, mode: str,
+                             degraded: str | None, now: datetime, source_prefix: str | None) -> SearchOutcome:
+    """Lexical or hybrid: AND query first, OR query when AND finds fewer than ``limit`` articles."""
+    from sqlalchemy import text
+
+    # Bounded: a query of common words must not hold a connection for long.
+    previous_timeout = session.execute(text("SELECT current_setting('statement_timeout')")).scalar_one()
+    session.execute(text("SELECT set_config('statement_timeout', :ms, true)"),
+                    {"ms": str(retrieval.statement_timeout_ms)})
+    lexical = build_lexical_query(session, query, load_synonym_groups(session))
+    tsquery, match = lexical.and_query, "and"
+    if tsquery and count_lexical_matches(session, tsquery, model=embedder.model_name, enough=limit,
+                                         source_prefix=source_prefix) < limit:
+        tsquery, match = lexical.or_query, "or"
+    fusion = FusionSettings(mode=mode, fusion=retrieval.fusion, vector_weight=retrieval.vector_weight,
+                            rrf_k=retrieval.rrf_k, lexical_limit=retrieval.lexical_limit)
+    rows = search_fused(session, vector, tsquery, lexical.lexemes, model=embedder.model_name, limit=limit,
+                        weights=weights, fusion=fusion, now=now, source_prefix=source_prefix)
+    session.execute(text("SELECT set_config('statement_timeout', :previous, true)"),
+                    {"previous": previous_timeout})
+    results = [SearchResult(
+        id=r.id, title=r.title, category=r.category, snippet=make_snippet(r.content, query),
+        similarity=r.similarity, recency=r.recency, importance=r.importance, score=r.score,
+        created_at=r.created_at, relevance=r.relevance,
+        explain={"vector_rank": r.vector_rank, "lexical_rank": r.lexical_rank, "lexical_score": r.lexical_score,
+                 "matched_terms": r.matched_terms, "relevance": r.relevance, "recency": r.recency,
+                 "importance": r.importance, "score": r.score},
+    ) for r in rows]
+    contents = {r.id: r.content for r in rows}
+    return SearchOutcome(_with_sections(results, contents, query, vector, embedder), mode, degraded,
+                         lexical_query=tsquery, lexical_match=match if tsquery else None,
+                         synonyms_used=lexical.synonyms_used)
 
 
 def search_knowledge(session: Session, embedder: Embedder, query: str, *, limit: int = 3,
                      weights: RankingWeights = RankingWeights(), now: datetime | None = None,
-                     source_prefix: str | None = None) -> list[SearchResult]:
-    """Exact top-``limit`` articles for ``query`` under the product formula.
+                     source_prefix: str | None = None,
+                     retrieval: RetrievalSettings = RetrievalSettings()) -> list[SearchResult]:
+    """Exact top-``limit`` articles for ``query``; raises EmbeddingError if the embedder fails.
 
     ``source_prefix`` keeps only articles imported from files under that path.
     """
-    query, limit = clean_search_request(query, limit)
-    vector = embed_padded(embedder, [query])[0]
-    rows = search_by_vector(session, vector, model=embedder.model_name, limit=limit, weights=weights,
-                            now=now or datetime.now(timezone.utc), source_prefix=source_prefix)
-    return [
-        SearchResult(
-            id=row.id, title=row.title, category=row.category, snippet=make_snippet(row.content, query),
-            similarity=row.similarity, recency=row.recency, importance=row.importance, score=row.score,
-            created_at=row.created_at,
-        )
-        for row in rows
-    ]
+    return run_search(session, embedder, query, limit=limit, weights=weights, retrieval=retrieval, now=now,
+                      source_prefix=source_prefix, fallback=False).results

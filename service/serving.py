@@ -16,7 +16,19 @@ def _prepare(settings: Settings) -> Runtime:
     else:
         click.echo(f"embedded PostgreSQL data directory: {settings.embedded_pgdata}")
     click.echo(f"embedding model: {runtime.embedder.model_name}")
+    _explain_admin_setup(runtime)
     return runtime
+
+
+def _explain_admin_setup(runtime: Runtime) -> None:
+    """With no admin yet, say how to make one: there is deliberately no default account."""
+    from .auth import count_admins
+
+    with runtime.session() as session:
+        if count_admins(session):
+            return
+    click.echo("no admin account yet: create one with 'supportrag admin create --username NAME' "
+               "(it asks for a password), then log in at /admin/login")
 
 
 def serve_forever(*, host: str, port: int, dev: bool, workers: int, threads: int) -> None:

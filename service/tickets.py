@@ -14,14 +14,14 @@ from typing import Any
 import sqlalchemy as sa
 
 from .answering import (
-    HANDOFF_MESSAGE, ContextArticle, build_messages, decide_answerability, extractive_answer,
+    HANDOFF_MESSAGE, ContextArticle, build_messages, decide_answerability, decide_answerability_by_keywords,
+    extractive_answer,
     parse_citations, says_cannot_answer, strip_invalid_citations, ticket_query,
 )
-from .embeddings import EmbeddingError
 from .llm import ChatModel, LLMError
 from .models import Article, Ticket, TicketAnswer, TicketCitation
 from .runtime import Runtime
-from .search import SearchResult, search_knowledge
+from .search import SearchResult, run_search
 from .ticket_validation import clean_ticket_fields
 
 log = logging.getLogger(__name__)
@@ -134,21 +134,24 @@ def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: i
     query = ticket_query(subject, body)
     with runtime.session() as session:
         retrieval_started = time.perf_counter()
-        try:
-            results = search_knowledge(session, runtime.embedder, query, limit=CONTEXT_ARTICLES,
-                                       weights=runtime.weights)
-        except EmbeddingError as exc:
-            draft = _handoff("retrieval is unavailable (embedding provider failed)", error=str(exc))
-            _store(session, ticket_id, draft, [], {"answerable": False, "reason": draft.reason}, None, started)
-            return
+        outcome = run_search(session, runtime.embedder, query, limit=CONTEXT_ARTICLES, weights=runtime.weights,
+                             retrieval=runtime.retrieval)
+        results = outcome.results
         retrieval_ms = (time.perf_counter() - retrieval_started) * 1000
-        gate = decide_answerability([r.similarity for r in results], runtime.settings.answer_min_similarity)
+        if outcome.degraded:
+            gate = decide_answerability_by_keywords(len(results), outcome.lexical_match == "and")
+        else:
+            gate = decide_answerability([r.similarity for r in results if r.similarity is not None],
+                                        runtime.settings.answer_min_similarity)
         contents = _article_contents(session, [r.id for r in results])
+    gate_record = gate.to_dict() | ({"degraded": outcome.degraded} if outcome.degraded else {})
     if not gate.answerable:
         draft = _handoff(gate.reason)
+        if outcome.degraded:
+            draft.error = outcome.degraded
     elif chat is None:
         draft = _extractive(results, contents, query, "no language model is configured; quoted the best article")
     else:
         draft = _llm_draft(chat, results, contents, subject, body)
     with runtime.session() as session:
-        _store(session, ticket_id, draft, results, gate.to_dict(), retrieval_ms, started)
+        _store(session, ticket_id, draft, results, gate_record, retrieval_ms, started)

@@ -114,9 +114,49 @@ def app(runtime):
     return create_app({"TESTING": True}, runtime=runtime)
 
 
+def bearer_environ(runtime: Runtime, name: str = "tests") -> dict[str, str]:
+    """A WSGI environ carrying a new API token, created inside the test's rolled-back transaction."""
+    from service.auth import create_token
+
+    with runtime.session() as session:
+        _, secret = create_token(session, name)
+    return {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
+
+
 @pytest.fixture
-def client(app):
+def client(app, runtime):
+    """A test client authenticated as an admin script (Authorization: Bearer <token>)."""
+    test_client = app.test_client()
+    test_client.environ_base.update(bearer_environ(runtime))
+    return test_client
+
+
+@pytest.fixture
+def anonymous_client(app):
+    """A test client with no credentials: what the public sees."""
     return app.test_client()
+
+
+@pytest.fixture
+def admin_account(runtime) -> tuple[str, str]:
+    """An admin account (username, password) inside the test's transaction."""
+    from service.auth import create_admin
+
+    from .admin_helpers import ADMIN_PASSWORD, ADMIN_USERNAME
+
+    with runtime.session() as session:
+        create_admin(session, ADMIN_USERNAME, ADMIN_PASSWORD)
+    return ADMIN_USERNAME, ADMIN_PASSWORD
+
+
+@pytest.fixture
+def admin_client(app, admin_account):
+    """A browser-like test client logged in through the login form (session cookie, no token)."""
+    from .admin_helpers import log_in
+
+    test_client = app.test_client()
+    assert log_in(test_client).status_code == 302
+    return test_client
 
 
 @pytest.fixture

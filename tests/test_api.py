@@ -17,6 +17,8 @@ from service.embeddings import OpenAIEmbedder
 from service.models import Article
 from service.runtime import Runtime
 
+from .conftest import bearer_environ
+
 LOCAL_MODEL = "local:all-MiniLM-L6-v2"
 MISSING_ID = 999_999_999
 
@@ -478,7 +480,10 @@ def failing_provider_client(runtime, fake_openai, tmp_path) -> Iterator[FlaskCli
     provider_runtime = Runtime(settings, runtime.engine, embedder)
     provider_runtime.sessions = runtime.sessions
     fake_openai.fail_next(500, times=10)
-    yield create_app({"TESTING": True}, runtime=provider_runtime).test_client()
+    app = create_app({"TESTING": True}, runtime=provider_runtime)
+    test_client = app.test_client()
+    test_client.environ_base.update(bearer_environ(runtime))
+    yield test_client
     embedder.client.close()
 
 
@@ -508,10 +513,25 @@ def test_provider_failure_stores_article_as_pending_and_keeps_it_out_of_search(
     assert search(failing_provider_client, TRADE_IN_QUESTION) == []
 
 
-def test_search_while_provider_fails_is_503_embedding_unavailable(failing_provider_client, client, fake_openai):
+def test_search_while_provider_fails_falls_back_to_keywords_and_says_so(
+        failing_provider_client, client, fake_openai):
+    with fake_openai.state.lock:
+        fake_openai.state.faults.clear()
+    created = failing_provider_client.post("/api/articles", json=TRADE_IN).get_json()["article"]
+    assert created["embedding_status"] == "embedded"
+    fake_openai.fail_next(500, times=10)
     before = stored_snapshot(client)
-    response = failing_provider_client.post("/api/search", json={"query": TRADE_IN_QUESTION})
-    error = assert_error(response, 503, "embedding_unavailable")
-    assert "reason" in error["details"]
-    assert len(fake_openai.embedding_requests()) == 1  # max_retries=0: exactly one attempt
+    requests_before = len(fake_openai.embedding_requests())
+
+    response = failing_provider_client.post("/api/search", json={"query": "laptop trade-in store credit",
+                                                                 "explain": True})
+
+    assert response.status_code == 200
+    body = response.get_json()
+    assert body["degraded"] == "embedding unavailable"
+    assert body["mode"] == "lexical"
+    assert [r["id"] for r in body["results"]] == [created["id"]]
+    assert body["results"][0]["similarity"] is None
+    assert {"laptop", "credit"} <= set(body["results"][0]["explain"]["matched_terms"])
+    assert len(fake_openai.embedding_requests()) == requests_before + 1  # max_retries=0: one attempt
     assert stored_snapshot(client) == before

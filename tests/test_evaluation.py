@@ -24,6 +24,7 @@ REFERENCE_NDCG_AT_10 = 0.956
 ENVIRONMENT_OVERRIDES = (
     "EMBEDDING_PROVIDER", "EMBEDDING_API_KEY", "EMBEDDING_BASE_URL", "EMBEDDING_MODEL", "EMBEDDING_DIMENSIONS",
     "SEARCH_SIMILARITY_WEIGHT", "SEARCH_RECENCY_WEIGHT", "SEARCH_RECENCY_WINDOW_DAYS", "SUPPORTRAG_AUTO_SEED",
+    "RETRIEVAL_MODE", "FUSION_METHOD", "HYBRID_VECTOR_WEIGHT", "SUPPORTRAG_PUBLIC_SEARCH",
 )
 TEN_MISSES = [f"x{i}" for i in range(10)]
 
@@ -265,12 +266,12 @@ def test_eval_on_a_synthetic_set_gives_the_hand_computed_metrics(cli_env, db_eng
     assert eval_schemas(db_engine) == []
 
 
-def test_eval_without_json_prints_one_metric_per_line(cli_env, tmp_path):
+def test_eval_without_json_prints_a_table_row_for_the_default_vector_mode(cli_env, tmp_path):
     paths = write_eval_set(tmp_path, SYNTHETIC_CORPUS, SYNTHETIC_QUERIES, SYNTHETIC_QRELS)
 
     lines = run("eval", *paths).stdout.splitlines()
 
-    assert [line.split(":")[0].strip() for line in lines] == ["ndcg@10", "recall@3", "success@3", "mrr@10",
-                                                              "queries"]
-    assert lines[1].split(":")[1].strip() == "0.7500"
-    assert lines[4].split(":")[1].strip() == "2"
+    assert [line.split() for line in lines] == [
+        ["mode", "ndcg@10", "recall@3", "success@3", "mrr@10", "queries"],
+        ["vector", f"{(1.0 + 2 / (2 + 1 / log2(3))) / 2:.4f}", "0.7500", "1.0000", "1.0000", "2"],
+    ]

@@ -57,7 +57,7 @@ def upgrade() -> None:
         sa.Column("article_title", sa.Text, nullable=False),
         sa.Column("rank", sa.Integer, nullable=False),
         sa.Column("cited", sa.Boolean, nullable=False, server_default=sa.false()),
-        sa.Column("similarity", sa.Double, nullable=False),
+        sa.Column("similarity", sa.Double, nullable=True),  # NULL when only keyword search ran
         sa.Column("recency", sa.Double, nullable=False),
         sa.Column("importance", sa.Double, nullable=False),
         sa.Column("score", sa.Double, nullable=False),

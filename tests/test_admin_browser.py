@@ -1,0 +1,247 @@
+"""The admin pages in headless Chromium, against a real ``supportrag serve`` process on 127.0.0.1.
+
+Uses Debian's chromium (never a downloaded browser). Also writes the README's screenshots to
+docs/screenshots/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from .conftest import REPO_ROOT, admin_conninfo
+from .test_serve import SUPPORTRAG, free_port, server_env, stop, wait_until_healthy
+
+CHROMIUM = Path(os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+SCREENSHOTS = REPO_ROOT / "docs" / "screenshots"
+USERNAME, PASSWORD = "lead", "correct horse battery"
+DESKTOP, PHONE = {"width": 1280, "height": 800}, {"width": 390, "height": 844}
+SAMPLE_TICKET = "I forgot my password and can't log in"
+# 'Website not loading' ranks first for this one and 'Reset your password' second, within reach of a boost.
+AMBIGUOUS_TICKET = "I can't log in to the website"
+# Settings of the developer's shell that would change what the server does.
+AUTH_OVERRIDES = ("SUPPORTRAG_SECRET_KEY", "SUPPORTRAG_PUBLIC_SEARCH", "SUPPORTRAG_PUBLIC_TICKETS",
+                  "SUPPORTRAG_SECURE_COOKIES")
+
+
+def request_json(method: str, url: str, body: dict[str, Any] | None = None,
+                 headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """One HTTP call; (status, parsed JSON) for successes and errors alike."""
+    data = json.dumps(body).encode() if body is not None else None
+    all_headers = {"Content-Type": "application/json", **(headers or {})}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data, method=method, headers=all_headers),
+                                    timeout=60) as response:
+            raw = response.read()
+            return response.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, json.loads(error.read())
+
+
+def run_cli(env: dict[str, str], *args: str) -> str:
+    """Run a ``supportrag`` command; its stdout."""
+    done = subprocess.run([str(SUPPORTRAG), *args], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def server(pg_url, tmp_path_factory) -> Iterator[dict[str, str]]:
+    """A fresh database with one admin and one API token, served by ``supportrag serve`` (gunicorn)."""
+    name = f"t_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    data_dir = tmp_path_factory.mktemp("admin-browser")
+    env = server_env(sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False), data_dir)
+    for key in AUTH_OVERRIDES:
+        env.pop(key, None)
+    run_cli(env, "admin", "create", "--username", USERNAME, "--password", PASSWORD)
+    token = run_cli(env, "token", "create", "--name", "browser test").strip().splitlines()[-1]
+    port, log_path = free_port(), data_dir / "server.log"
+    with open(log_path, "wb") as log, subprocess.Popen(
+            [str(SUPPORTRAG), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
+    ) as process:
+        try:
+            base_url = f"http://127.0.0.1:{port}"
+            wait_until_healthy(process, base_url, log_path)
+            yield {"base_url": base_url, "token": token}
+        finally:
+            stop(process)
+            with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Debian chromium driven by Playwright."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"chromium not found at {CHROMIUM}: install it with 'apt-get install -y chromium' "
+                    "(or set CHROMIUM_PATH); the browser tests never download one")
+    from playwright.sync_api import sync_playwright
+
+    playwright = sync_playwright().start()
+    chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+    yield chromium
+    chromium.close()
+    playwright.stop()
+
+
+@pytest.fixture
+def page(browser) -> Iterator[Any]:
+    """A fresh browser context (no cookies) at desktop size."""
+    context = browser.new_context(viewport=DESKTOP)
+    context.set_default_timeout(60_000)
+    yield context.new_page()
+    context.close()
+
+
+def log_in(page, base_url: str) -> None:
+    """Open an admin page, get sent to the login form, log in, land on the articles list."""
+    page.goto(f"{base_url}/admin/articles")
+    page.get_by_label("Username").fill(USERNAME)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{base_url}/admin/articles")
+
+
+def slider_x(box: dict[str, float], value: float, thumb_width: float = 16.0) -> float:
+    """Where the thumb's centre sits for ``value`` on a 0–2 range input."""
+    return box["x"] + thumb_width / 2 + (box["width"] - thumb_width) * value / 2.0
+
+
+def article_id_by_title(base_url: str, title: str) -> int:
+    """The id of the seeded article with that title (the article list is public)."""
+    _, listing = request_json("GET", f"{base_url}/api/articles?per_page=100")
+    return next(a["id"] for a in listing["articles"] if a["title"] == title)
+
+
+def test_anonymous_visitor_is_sent_to_the_login_page(page, server):
+    page.goto(f"{server['base_url']}/admin/articles")
+    assert page.url == f"{server['base_url']}/admin/login?next=/admin/articles"
+    assert page.get_by_role("heading", name="Log in").is_visible()
+
+
+def test_api_write_without_a_token_is_401_and_with_the_cli_token_succeeds(server):
+    url = f"{server['base_url']}/api/articles"
+    body = {"title": "Browser test article", "content": "Made by the browser test."}
+    status, answer = request_json("POST", url, body)
+    assert (status, answer["error"]["code"]) == (401, "unauthorized")
+    status, answer = request_json("POST", url, body, {"Authorization": f"Bearer {server['token']}"})
+    assert status == 201
+    status, _ = request_json("DELETE", f"{url}/{answer['article']['id']}", None,
+                             {"Authorization": f"Bearer {server['token']}"})
+    assert status == 204
+
+
+def test_admin_drags_the_importance_slider_to_1_8_and_it_persists_and_ranks(page, server):
+    base_url = server["base_url"]
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    log_in(page, base_url)
+    page.screenshot(path=str(SCREENSHOTS / "admin-articles.png"), full_page=True)
+
+    page.get_by_role("link", name="Reset your password").click()
+    article_id = article_id_by_title(base_url, "Reset your password")
+    page.wait_for_url(f"{base_url}/admin/articles/{article_id}")
+    slider = page.get_by_label("Importance (0.0 to 2.0)")
+    assert float(slider.input_value()) == 1.0
+
+    # A sample ticket first, so moving the slider shows the what-if before anything is saved.
+    page.get_by_label("Sample ticket").fill(AMBIGUOUS_TICKET)
+    page.get_by_role("button", name="Preview ranking").click()
+    page.get_by_text("This article ranks #2 for this ticket").wait_for()
+
+    box = slider.bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(slider_x(box, 1.0), y)
+    page.mouse.down()
+    page.mouse.move(slider_x(box, 1.8), y, steps=8)
+    assert page.locator("#importance-value").text_content() == "1.8"
+    assert "What if importance were 1.8 (not saved yet): rank #2 → #1" in page.locator(".whatif").text_content()
+    assert page.locator(".preview-results li.result").first.get_attribute("data-article-id") == str(article_id)
+    page.screenshot(path=str(SCREENSHOTS / "admin-article.png"), full_page=True)
+    page.mouse.up()
+    page.get_by_text("Importance saved: 1.8 (was 1.0)").wait_for()
+    assert page.locator("#importance-badge").text_content() == "critical"
+
+    # Persisted: in the page after a reload, and in the API.
+    page.reload()
+    assert page.get_by_label("Importance (0.0 to 2.0)").input_value() == "1.8"
+    status, shown = request_json("GET", f"{base_url}/api/articles/{article_id}")
+    assert (status, shown["article"]["importance"]) == (200, 1.8)
+
+    # The preview ranks with the saved importance: the same score /api/search gives.
+    page.get_by_label("Sample ticket").fill(SAMPLE_TICKET)
+    page.get_by_role("button", name="Preview ranking").click()
+    row = page.locator(f'.preview-results li[data-article-id="{article_id}"]')
+    row.wait_for()
+    _, found = request_json("POST", f"{base_url}/api/search", {"query": SAMPLE_TICKET, "limit": 5})
+    expected = next(r for r in found["results"] if r["id"] == article_id)
+    assert expected["importance"] == 1.8
+    assert row.locator(".score").text_content() == f"{expected['score']:.4f}"
+    assert "importance 1.8" in row.locator(".breakdown").text_content()
+    assert "This article ranks #1" in page.locator(".whatif").text_content()
+
+    page.goto(f"{base_url}/admin/preview")
+    page.get_by_label("Sample ticket").fill(SAMPLE_TICKET)
+    page.get_by_role("button", name="Preview ranking").click()
+    page.locator(".preview-results li.result").first.wait_for()
+    page.screenshot(path=str(SCREENSHOTS / "admin-preview.png"), full_page=True)
+
+
+def test_slider_is_usable_with_the_keyboard_and_undo_restores_the_value(page, server):
+    base_url = server["base_url"]
+    log_in(page, base_url)
+    article_id = article_id_by_title(base_url, "Payment methods accepted")
+    page.goto(f"{base_url}/admin/articles/{article_id}")
+    slider = page.get_by_label("Importance (0.0 to 2.0)")
+    slider.focus()
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("ArrowLeft")
+    page.get_by_text("Importance saved: 0.8 (was 1.0)").wait_for()
+    page.get_by_role("button", name="Undo").click()
+    page.get_by_text("Importance saved: 1.0 (was 0.8)").wait_for()
+    assert float(slider.input_value()) == 1.0
+    _, shown = request_json("GET", f"{base_url}/api/articles/{article_id}")
+    assert shown["article"]["importance"] == 1.0
+
+
+def test_form_post_without_a_csrf_token_is_refused(page, server):
+    base_url = server["base_url"]
+    log_in(page, base_url)
+    article_id = article_id_by_title(base_url, "Website not loading")
+    # Same browser cookies as the logged-in page, but no CSRF token: what a cross-site form would send.
+    response = page.request.post(f"{base_url}/admin/articles/{article_id}/delete", form={"confirm": "yes"})
+    assert response.status == 403
+    status, _ = request_json("GET", f"{base_url}/api/articles/{article_id}")
+    assert status == 200
+    api = page.request.patch(f"{base_url}/api/articles/{article_id}", data={"importance": 0.1})
+    assert (api.status, api.json()["error"]["code"]) == (403, "csrf_failed")
+
+
+def test_pages_fit_a_phone_screen(browser, server):
+    base_url = server["base_url"]
+    context = browser.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True, has_touch=True)
+    try:
+        phone = context.new_page()
+        log_in(phone, base_url)
+        for path in ("/admin/articles", f"/admin/articles/{article_id_by_title(base_url, 'Reset your password')}"):
+            phone.goto(base_url + path)
+            assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], path
+        assert phone.get_by_label("Importance (0.0 to 2.0)").is_visible()
+        phone.screenshot(path=str(SCREENSHOTS / "admin-article-phone.png"))
+    finally:
+        context.close()
