@@ -341,3 +341,13 @@ def _register_auth_commands() -> None:
 
 
 _register_auth_commands()
+
+
+def _register_synonym_commands() -> None:
+    """``synonyms`` lives in cli_synonyms.py."""
+    from .cli_synonyms import synonyms
+
+    main.add_command(synonyms)
+
+
+_register_synonym_commands()

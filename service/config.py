@@ -82,7 +82,7 @@ class Settings:
     secure_cookies: bool = False
     retrieval_mode: str = "vector"
     fusion_method: str = "convex"
-    hybrid_vector_weight: float = 0.8
+    hybrid_vector_weight: float = 0.95
     lexical_leg_limit: int = 200
     search_statement_timeout_ms: int = 2000
 
@@ -130,7 +130,7 @@ class Settings:
             secure_cookies=(env.get("SUPPORTRAG_SECURE_COOKIES", "0") not in ("0", "false", "no", "")),
             retrieval_mode=env.get("RETRIEVAL_MODE") or "vector",
             fusion_method=env.get("FUSION_METHOD") or "convex",
-            hybrid_vector_weight=_float(env, "HYBRID_VECTOR_WEIGHT", 0.8),
+            hybrid_vector_weight=_float(env, "HYBRID_VECTOR_WEIGHT", 0.95),
             lexical_leg_limit=_int(env, "LEXICAL_LEG_LIMIT", 200),
             search_statement_timeout_ms=_int(env, "SEARCH_STATEMENT_TIMEOUT_MS", 2000),
         )

@@ -131,7 +131,7 @@ class FusionSettings:
 
     mode: str = "hybrid"  # "lexical" | "hybrid"
     fusion: str = "convex"  # "convex" | "rrf"
-    vector_weight: float = 0.8
+    vector_weight: float = 0.95
     rrf_k: float = 60.0
     lexical_limit: int = 200
 

@@ -30,7 +30,7 @@ class RetrievalSettings:
 
     mode: str = "vector"
     fusion: str = "convex"
-    vector_weight: float = 0.8
+    vector_weight: float = 0.95
     rrf_k: float = 60.0
     lexical_limit: int = 200
     statement_timeout_ms: int = 2000
@@ -71,6 +71,7 @@ class SearchOutcome:
     degraded: str | None = None
     lexical_query: str | None = None
     lexical_match: str | None = None  # "and" (every word matched) or "or" (the fallback)
+    all_words_matches: int = 0  # articles matching every word (or a synonym), counted up to the limit
     synonyms_used: list[str] = field(default_factory=list)
 
 
@@ -156,10 +157,12 @@ def _search_with_lexical_leg(session: Session, embedder: Embedder, query: str, v
     session.execute(text("SELECT set_config('statement_timeout', :ms, true)"),
                     {"ms": str(retrieval.statement_timeout_ms)})
     lexical = build_lexical_query(session, query, load_synonym_groups(session))
-    tsquery, match = lexical.and_query, "and"
-    if tsquery and count_lexical_matches(session, tsquery, model=embedder.model_name, enough=limit,
-                                         source_prefix=source_prefix) < limit:
-        tsquery, match = lexical.or_query, "or"
+    tsquery, match, and_matches = lexical.and_query, "and", 0
+    if tsquery:
+        and_matches = count_lexical_matches(session, tsquery, model=embedder.model_name, enough=limit,
+                                            source_prefix=source_prefix)
+        if and_matches < limit:
+            tsquery, match = lexical.or_query, "or"
     fusion = FusionSettings(mode=mode, fusion=retrieval.fusion, vector_weight=retrieval.vector_weight,
                             rrf_k=retrieval.rrf_k, lexical_limit=retrieval.lexical_limit)
     rows = search_fused(session, vector, tsquery, lexical.lexemes, model=embedder.model_name, limit=limit,
@@ -177,6 +180,7 @@ def _search_with_lexical_leg(session: Session, embedder: Embedder, query: str, v
     contents = {r.id: r.content for r in rows}
     return SearchOutcome(_with_sections(results, contents, query, vector, embedder), mode, degraded,
                          lexical_query=tsquery, lexical_match=match if tsquery else None,
+                         all_words_matches=and_matches,
                          synonyms_used=lexical.synonyms_used)
 
 

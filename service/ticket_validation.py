@@ -11,7 +11,7 @@ SUBJECT_MAX = 300
 BODY_MAX = 20_000
 EMAIL_MAX = 254
 COMMENT_MAX = 2_000
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_EMAIL = re.compile(r"^[^@\s\x00]+@[^@\s\x00]+\.[^@\s\x00]+$")
 
 
 def _required_text(fields: dict[str, Any], name: str, max_len: int, errors: dict[str, str]) -> str:
@@ -21,6 +21,8 @@ def _required_text(fields: dict[str, Any], name: str, max_len: int, errors: dict
         return ""
     if len(value.strip()) > max_len:
         errors[name] = f"must be at most {max_len} characters (got {len(value.strip())})"
+    elif "\x00" in value:
+        errors[name] = "must not contain NUL characters"
     return value.strip()
 
 
@@ -47,8 +49,8 @@ def clean_feedback_fields(fields: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(helpful, bool):
         errors["helpful"] = "is required and must be true or false"
     comment = fields.get("comment")
-    if comment is not None and (not isinstance(comment, str) or len(comment) > COMMENT_MAX):
-        errors["comment"] = f"must be a string of at most {COMMENT_MAX} characters"
+    if comment is not None and (not isinstance(comment, str) or len(comment) > COMMENT_MAX or "\x00" in comment):
+        errors["comment"] = f"must be a string of at most {COMMENT_MAX} characters, without NUL characters"
     if errors:
         raise ValidationError("invalid feedback", errors)
     return {"helpful": helpful, "comment": (comment or "").strip() or None}

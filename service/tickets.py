@@ -139,7 +139,7 @@ def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: i
         results = outcome.results
         retrieval_ms = (time.perf_counter() - retrieval_started) * 1000
         if outcome.degraded:
-            gate = decide_answerability_by_keywords(len(results), outcome.lexical_match == "and")
+            gate = decide_answerability_by_keywords(len(results), outcome.all_words_matches > 0)
         else:
             gate = decide_answerability([r.similarity for r in results if r.similarity is not None],
                                         runtime.settings.answer_min_similarity)
