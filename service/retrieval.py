@@ -55,7 +55,9 @@ LIMIT :limit
 # mirroring service.ranking.convex_relevance / rrf_relevance.
 SEARCH_FUSED_SQL = sa.text("""
 WITH lexical AS (
-    SELECT id, ts_rank(search_vector, CAST(:tsquery AS tsquery)) AS lexical_score
+    -- The ranked OR fallback: articles matching every word (the AND query) come first.
+    SELECT id, ts_rank(search_vector, CAST(:tsquery AS tsquery))
+               + CASE WHEN search_vector @@ CAST(:and_tsquery AS tsquery) THEN 1.0 ELSE 0.0 END AS lexical_score
     FROM knowledge_base
     WHERE CAST(:tsquery AS text) IS NOT NULL
       AND search_vector @@ CAST(:tsquery AS tsquery)
@@ -165,11 +167,12 @@ def count_lexical_matches(session: Session, tsquery: str, *, model: str, enough:
 
 def search_fused(session: Session, query_vector: np.ndarray | None, tsquery: str | None, lexemes: list[str], *,
                  model: str, limit: int, weights: RankingWeights, fusion: FusionSettings, now: datetime,
-                 source_prefix: str | None = None) -> list[FusedRow]:
+                 source_prefix: str | None = None, and_tsquery: str | None = None) -> list[FusedRow]:
     """Top-``limit`` rows by ``relevance×w + recency×w×importance`` with lexical or hybrid relevance."""
     rows = session.execute(SEARCH_FUSED_SQL, {
         "query_vector": None if query_vector is None else np.asarray(query_vector, dtype=np.float32),
-        "tsquery": tsquery, "lexemes": lexemes, "model": model, "limit": limit, "now": now,
+        "tsquery": tsquery, "and_tsquery": and_tsquery or tsquery, "lexemes": lexemes, "model": model,
+        "limit": limit, "now": now,
         "window_days": weights.recency_window_days, "similarity_weight": weights.similarity_weight,
         "recency_weight": weights.recency_weight, "mode": fusion.mode, "fusion": fusion.fusion,
         "vector_weight": fusion.vector_weight, "rrf_k": fusion.rrf_k, "lexical_limit": fusion.lexical_limit,

@@ -166,7 +166,8 @@ def _search_with_lexical_leg(session: Session, embedder: Embedder, query: str, v
     fusion = FusionSettings(mode=mode, fusion=retrieval.fusion, vector_weight=retrieval.vector_weight,
                             rrf_k=retrieval.rrf_k, lexical_limit=retrieval.lexical_limit)
     rows = search_fused(session, vector, tsquery, lexical.lexemes, model=embedder.model_name, limit=limit,
-                        weights=weights, fusion=fusion, now=now, source_prefix=source_prefix)
+                        weights=weights, fusion=fusion, now=now, source_prefix=source_prefix,
+                        and_tsquery=lexical.and_query)
     session.execute(text("SELECT set_config('statement_timeout', :previous, true)"),
                     {"previous": previous_timeout})
     results = [SearchResult(
