@@ -367,19 +367,35 @@ class FailingEmbedder:
         raise ConnectionError("embedding provider is down")
 
 
-def test_ticket_is_stored_and_handed_off_when_the_embedder_raises(seeded, make_chat, fake_openai):
+def test_when_the_embedder_raises_keyword_search_answers_a_ticket_whose_words_all_match(
+        seeded, make_chat, fake_openai):
     broken = Runtime(seeded.settings, seeded.engine, FailingEmbedder())
     broken.sessions = seeded.sessions
     before = ticket_count(seeded)
 
     ticket = view(seeded, answer_ticket(broken, make_chat(), dict(PASSWORD)))
 
-    assert (ticket["status"], ticket["mode"]) == ("needs_agent", "none")
-    assert ticket["answer"] == HANDOFF_MESSAGE
-    assert "embedding" in ticket["error"]
-    assert ticket["gate"]["answerable"] is False
+    assert (ticket["status"], ticket["mode"]) == ("answered", "llm")
+    assert ticket["gate"]["answerable"] is True
+    assert ticket["gate"]["degraded"] == "embedding unavailable"
+    assert ticket["citations"][0]["title"] == "Reset your password"
+    assert ticket["citations"][0]["similarity"] is None  # no cosine: keyword search only
     assert (ticket["subject"], ticket["body"]) == (PASSWORD["subject"], PASSWORD["body"])
     assert ticket_count(seeded) == before + 1
+    assert len(fake_openai.chat_requests()) == 1
+
+
+def test_when_the_embedder_raises_a_ticket_no_article_fully_matches_goes_to_an_agent(
+        seeded, make_chat, fake_openai):
+    broken = Runtime(seeded.settings, seeded.engine, FailingEmbedder())
+    broken.sessions = seeded.sessions
+
+    ticket = view(seeded, answer_ticket(broken, make_chat(), dict(FRANCE)))
+
+    assert (ticket["status"], ticket["mode"]) == ("needs_agent", "none")
+    assert ticket["answer"] == HANDOFF_MESSAGE
+    assert ticket["error"] == "embedding unavailable"
+    assert ticket["gate"]["answerable"] is False
     assert len(answer_rows(seeded, ticket["id"])) == 1
     assert fake_openai.chat_requests() == []
 
