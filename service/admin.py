@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import sqlalchemy as sa
-from flask import Blueprint, current_app, flash, g, redirect, render_template, request, url_for
+from flask import Blueprint, flash, g, redirect, render_template, request, url_for
 
 from .access import log_in, log_out
 from .api import db, runtime
@@ -21,20 +20,6 @@ from .validation import ValidationError
 
 admin = Blueprint("admin", __name__, url_prefix="/admin")
 PER_PAGE = 20
-# Hook for the markdown import page built separately: the nav shows "Import" once a view with this
-# endpoint is registered and service.importer provides import_markdown_files.
-IMPORT_ENDPOINT = "admin_import.upload"
-
-
-def importer_available() -> bool:
-    """True once ``service.importer.import_markdown_files`` exists."""
-    try:
-        module = importlib.import_module("service.importer")
-    except ImportError:
-        return False
-    return callable(getattr(module, "import_markdown_files", None))
-
-
 def importance_badge(importance: float) -> tuple[str, str]:
     """(css class, label) for an importance: critical ≥ 1.5, boosted > 1, lowered < 1, hidden ≤ 0.2."""
     if importance >= 1.5:
@@ -79,10 +64,7 @@ def _iso_when(value: str | None) -> str:
 
 @admin.context_processor
 def _nav() -> dict[str, Any]:
-    import_url = None
-    if IMPORT_ENDPOINT in current_app.view_functions and importer_available():
-        import_url = url_for(IMPORT_ENDPOINT)
-    return {"identity": g.get("identity"), "import_url": import_url, "importance_badge": importance_badge,
+    return {"identity": g.get("identity"), "import_url": url_for("admin_import.upload"), "importance_badge": importance_badge,
             "weights": vars(runtime().weights)}
 
 

@@ -14,6 +14,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     from .access import init_access
     from .admin import admin
     from .admin_api import admin_api
+    from .admin_import import admin_import
     from .api import api, health
     from .ticket_api import tickets_api
     from .errors import register_error_handlers
@@ -31,6 +32,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.register_blueprint(health)
     app.register_blueprint(admin_api)
     app.register_blueprint(admin)
+    app.register_blueprint(admin_import)
     register_error_handlers(app)
 
     @app.teardown_appcontext

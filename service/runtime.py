@@ -6,7 +6,7 @@ import logging
 import threading
 from contextlib import contextmanager
 from functools import cached_property
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -15,6 +15,9 @@ from .config import Settings
 from .db import create_engine, make_session_factory, resolve_database_url, session_scope
 from .embeddings import Embedder, make_embedder
 from .llm import ChatModel
+
+if TYPE_CHECKING:
+    from .search import RetrievalSettings
 from .ranking import RankingWeights
 
 log = logging.getLogger(__name__)
@@ -54,7 +57,7 @@ class Runtime:
         return self._embedder
 
     @cached_property
-    def chat(self) -> "ChatModel | None":
+    def chat(self) -> ChatModel | None:
         """The configured chat model, or None offline (tickets then get extractive answers)."""
         from .llm import make_chat_model
 
@@ -70,7 +73,7 @@ class Runtime:
         )
 
     @cached_property
-    def retrieval(self) -> "RetrievalSettings":
+    def retrieval(self) -> RetrievalSettings:
         """Retrieval mode and fusion settings."""
         from .search import RetrievalSettings
 

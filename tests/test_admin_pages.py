@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-import types
 from html.parser import HTMLParser
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from flask import Blueprint
 
-from service.admin import IMPORT_ENDPOINT, importance_badge
-from service.app import create_app
+from service.admin import importance_badge
 
 from .admin_helpers import csrf_from
 
@@ -213,25 +209,6 @@ def test_tickets_page_lists_tickets_and_filters_by_cited_article(admin_client, c
     assert "I forgot my password" in detail and f"{top['score']:.4f}" in detail
     article_page = page(admin_client, f"/admin/articles/{top['article_id']}")
     assert "ticket" in article_page and f"/admin/tickets?article_id={top['article_id']}" in article_page
-
-
-def test_import_link_appears_only_when_an_import_page_and_the_importer_exist(runtime, admin_account, monkeypatch):
-    from .admin_helpers import log_in
-
-    plain = create_app({"TESTING": True}, runtime=runtime)
-    browser = plain.test_client()
-    log_in(browser)
-    assert ">Import</a>" not in page(browser, "/admin/articles")
-
-    monkeypatch.setitem(sys.modules, "service.importer",
-                        types.SimpleNamespace(import_markdown_files=lambda *args, **kwargs: None))
-    with_import = create_app({"TESTING": True}, runtime=runtime)
-    blueprint = Blueprint("admin_import", __name__, url_prefix="/admin/import")
-    blueprint.add_url_rule("/", IMPORT_ENDPOINT.split(".")[1], lambda: "upload form")
-    with_import.register_blueprint(blueprint)
-    browser = with_import.test_client()
-    log_in(browser)
-    assert '<a href="/admin/import/" >Import</a>' in page(browser, "/admin/articles")
 
 
 # --- the ranking preview endpoint ----------------------------------------------------------------
