@@ -74,7 +74,7 @@ class Settings:
     llm_max_retries: int = 2
     llm_temperature: float = 0.1
     llm_max_tokens: int = 600
-    answer_min_similarity: float = 0.34
+    answer_min_similarity: float = 0.30
     # Admin and access: see docs/admin.md. The secret key never appears in a repr or log line.
     secret_key: str | None = field(default=None, repr=False)
     public_search: bool = True
@@ -123,7 +123,7 @@ class Settings:
             llm_max_retries=_int(env, "LLM_MAX_RETRIES", 2),
             llm_temperature=_float(env, "LLM_TEMPERATURE", 0.1),
             llm_max_tokens=_int(env, "LLM_MAX_TOKENS", 600),
-            answer_min_similarity=_float(env, "ANSWER_MIN_SIMILARITY", 0.34),
+            answer_min_similarity=_float(env, "ANSWER_MIN_SIMILARITY", 0.30),
             secret_key=env.get("SUPPORTRAG_SECRET_KEY") or None,
             public_search=(env.get("SUPPORTRAG_PUBLIC_SEARCH", "1") not in ("0", "false", "no")),
             public_tickets=(env.get("SUPPORTRAG_PUBLIC_TICKETS", "1") not in ("0", "false", "no")),

@@ -12,7 +12,7 @@ are skipped, so constructing it again is cheap) and prunes articles whose file w
 folder's articles in the database are exactly its files. A missing or empty folder gives an empty corpus
 and no error. ``retrieve`` searches only articles imported from that folder (not the rest of the
 knowledge base) and drops results whose cosine similarity is below the answerability floor
-(``ANSWER_MIN_SIMILARITY``, 0.34 by default) — the same floor that decides whether a ticket is answered —
+(``ANSWER_MIN_SIMILARITY``, 0.30 by default) — the same floor that decides whether a ticket is answered —
 so an unrelated question gives ``[]``. It works on the configured database (``DATABASE_URL`` or the
 embedded server, no setup call) unless a ``runtime`` is given.
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -87,7 +89,7 @@ def _with_sections(results: list[SearchResult], contents: dict[int, str], query:
     if wanted and query_vector is not None:
         texts = [f"{results[i].title}\n{' '.join(s.path)}\n{s.text}" for i, sections in wanted for s in sections]
         try:
-            vectors = embed_padded(embedder, texts)
+            vectors = _embed_sections(embedder, texts)
             scores = iter(vectors @ query_vector / (np.linalg.norm(query_vector) or 1.0))
             for index, sections in wanted:
                 section_scores = [next(scores) for _ in sections]
@@ -105,6 +107,29 @@ def _with_sections(results: list[SearchResult], contents: dict[int, str], query:
         label = section.label(result.title) if section.path else None
         updated.append(_replace(result, snippet=make_snippet(section.text, query), section=label))
     return updated
+
+
+_section_cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+_section_cache_lock = threading.Lock()
+SECTION_CACHE_SIZE = 4096
+
+
+def _embed_sections(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    """Section vectors, from an in-process LRU cache keyed by model and text (articles change rarely)."""
+    keys = [(embedder.model_name, text) for text in texts]
+    with _section_cache_lock:
+        cached = {key: _section_cache[key] for key in keys if key in _section_cache}
+        for key in cached:
+            _section_cache.move_to_end(key)
+    missing = list(dict.fromkeys(key for key in keys if key not in cached))
+    if missing:
+        fresh = embed_padded(embedder, [text for _, text in missing])
+        with _section_cache_lock:
+            for key, vector in zip(missing, fresh):
+                _section_cache[key] = cached[key] = vector
+            while len(_section_cache) > SECTION_CACHE_SIZE:
+                _section_cache.popitem(last=False)
+    return np.stack([cached[key] for key in keys])
 
 
 def _replace(result: SearchResult, **changes: Any) -> SearchResult:
