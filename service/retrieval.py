@@ -103,6 +103,13 @@ SELECT id, title, category, content, importance, created_at, similarity, recency
        vector_rank, lexical_rank, lexical_score,
        ARRAY(SELECT u.lexeme FROM knowledge_base k2, unnest(k2.search_vector) AS u
              WHERE k2.id = fused.id AND u.lexeme = ANY(CAST(:lexemes AS text[]))) AS matched_terms,
+       CASE WHEN lexical_rank IS NOT NULL THEN
+           ts_headline('english', content,
+                       CASE WHEN (SELECT k3.search_vector FROM knowledge_base k3 WHERE k3.id = fused.id)
+                                 @@ CAST(:and_tsquery AS tsquery)
+                            THEN CAST(:and_tsquery AS tsquery) ELSE CAST(:tsquery AS tsquery) END,
+                       'MaxFragments=1, MinWords=12, MaxWords=30, StartSel=**, StopSel=**')
+       END AS headline,
        relevance * :similarity_weight + recency * :recency_weight * importance AS score
 FROM fused
 ORDER BY score DESC, id
@@ -156,6 +163,7 @@ class FusedRow:
     lexical_rank: int | None
     lexical_score: float | None
     matched_terms: list[str]
+    headline: str | None = None  # ts_headline fragment with the matched words in **bold**
 
 
 def count_lexical_matches(session: Session, tsquery: str, *, model: str, enough: int,
@@ -187,6 +195,7 @@ def search_fused(session: Session, query_vector: np.ndarray | None, tsquery: str
             vector_rank=r["vector_rank"], lexical_rank=r["lexical_rank"],
             lexical_score=None if r["lexical_score"] is None else float(r["lexical_score"]),
             matched_terms=list(r["matched_terms"] or []),
+            headline=" ".join(r["headline"].split()) if r["headline"] else None,
         )
         for r in rows
     ]

@@ -105,7 +105,9 @@ def _with_sections(results: list[SearchResult], contents: dict[int, str], query:
             updated.append(result)
             continue
         label = section.label(result.title) if section.path else None
-        updated.append(_replace(result, snippet=make_snippet(section.text, query), section=label))
+        # A full-text headline (matched words in bold) beats a section's first sentences.
+        headline = (result.explain or {}).get("headline")
+        updated.append(_replace(result, snippet=headline or make_snippet(section.text, query), section=label))
     return updated
 
 
@@ -196,11 +198,12 @@ def _search_with_lexical_leg(session: Session, embedder: Embedder, query: str, v
     session.execute(text("SELECT set_config('statement_timeout', :previous, true)"),
                     {"previous": previous_timeout})
     results = [SearchResult(
-        id=r.id, title=r.title, category=r.category, snippet=make_snippet(r.content, query),
+        id=r.id, title=r.title, category=r.category, snippet=r.headline or make_snippet(r.content, query),
         similarity=r.similarity, recency=r.recency, importance=r.importance, score=r.score,
         created_at=r.created_at, relevance=r.relevance,
         explain={"vector_rank": r.vector_rank, "lexical_rank": r.lexical_rank, "lexical_score": r.lexical_score,
-                 "matched_terms": r.matched_terms, "relevance": r.relevance, "recency": r.recency,
+                 "matched_terms": r.matched_terms, "headline": r.headline, "relevance": r.relevance,
+                 "recency": r.recency,
                  "importance": r.importance, "score": r.score},
     ) for r in rows]
     contents = {r.id: r.content for r in rows}

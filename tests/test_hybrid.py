@@ -96,6 +96,7 @@ def test_exact_error_code_is_found_by_the_lexical_leg_when_the_embedding_misses_
     assert target.explain["lexical_rank"] == 1
     assert target.explain["vector_rank"] > 1  # the embedding alone does not put it first
     assert {"err", "ssl", "protocol", "error"} <= set(target.explain["matched_terms"])
+    assert "**ERR**" in target.snippet or "**ERR_SSL_PROTOCOL_ERROR**" in target.snippet  # ts_headline
     assert search(seeded, query, LEXICAL).results[0].title == "Website not loading"
 
 
