@@ -135,14 +135,15 @@ SELECT count(*) FROM (
 
 
 @dataclass(frozen=True)
-class FusionSettings:
-    """How the relevance entering the formula is made (see SEARCH_FUSED_SQL)."""
+class RetrievalSettings:
+    """Which relevance enters the formula: ``vector`` (cosine), ``lexical`` or ``hybrid`` (see SEARCH_FUSED_SQL)."""
 
-    mode: str = "hybrid"  # "lexical" | "hybrid"
+    mode: str = "vector"
     fusion: str = "convex"  # "convex" | "rrf"
     vector_weight: float = 0.95
     rrf_k: float = 60.0
     lexical_limit: int = 200
+    statement_timeout_ms: int = 2000
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,7 @@ def count_lexical_matches(session: Session, tsquery: str, *, model: str, enough:
 
 
 def search_fused(session: Session, query_vector: np.ndarray | None, tsquery: str | None, lexemes: list[str], *,
-                 model: str, limit: int, weights: RankingWeights, fusion: FusionSettings, now: datetime,
+                 model: str, limit: int, weights: RankingWeights, fusion: RetrievalSettings, now: datetime,
                  source_prefix: str | None = None, and_tsquery: str | None = None) -> list[FusedRow]:
     """Top-``limit`` rows by ``relevance×w + recency×w×importance`` with lexical or hybrid relevance."""
     rows = session.execute(SEARCH_FUSED_SQL, {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from .embeddings import Embedder, EmbeddingError, embed_padded
 from .lexical import build_lexical_query, load_synonym_groups
 from .ranking import RankingWeights
-from .retrieval import FusionSettings, count_lexical_matches, search_by_vector, search_fused
+from .retrieval import RetrievalSettings, count_lexical_matches, search_by_vector, search_fused
 from .snippets import (  # noqa: F401  (content_words and make_snippet are part of this module's API)
     Section, best_section_by_words, content_words, make_snippet, split_sections,
 )
@@ -24,18 +24,6 @@ from .validation import clean_search_request
 log = logging.getLogger(__name__)
 SECTIONED_RESULTS = 5  # only the first results get the (embedding-based) best-section lookup
 DEGRADED_EMBEDDING = "embedding unavailable"
-
-
-@dataclass(frozen=True)
-class RetrievalSettings:
-    """Which relevance enters the formula: ``vector`` (cosine), ``lexical`` or ``hybrid``."""
-
-    mode: str = "vector"
-    fusion: str = "convex"
-    vector_weight: float = 0.95
-    rrf_k: float = 60.0
-    lexical_limit: int = 200
-    statement_timeout_ms: int = 2000
 
 
 @dataclass(frozen=True)
@@ -107,7 +95,7 @@ def _with_sections(results: list[SearchResult], contents: dict[int, str], query:
         label = section.label(result.title) if section.path else None
         # A full-text headline (matched words in bold) beats a section's first sentences.
         headline = (result.explain or {}).get("headline")
-        updated.append(_replace(result, snippet=headline or make_snippet(section.text, query), section=label))
+        updated.append(replace(result, snippet=headline or make_snippet(section.text, query), section=label))
     return updated
 
 
@@ -132,12 +120,6 @@ def _embed_sections(embedder: Embedder, texts: list[str]) -> np.ndarray:
             while len(_section_cache) > SECTION_CACHE_SIZE:
                 _section_cache.popitem(last=False)
     return np.stack([cached[key] for key in keys])
-
-
-def _replace(result: SearchResult, **changes: Any) -> SearchResult:
-    from dataclasses import replace
-
-    return replace(result, **changes)
 
 
 def run_search(session: Session, embedder: Embedder, query: str, *, limit: int = 3,
@@ -190,8 +172,7 @@ def _search_with_lexical_leg(session: Session, embedder: Embedder, query: str, v
                                             source_prefix=source_prefix)
         if and_matches < limit:
             tsquery, match = lexical.or_query, "or"
-    fusion = FusionSettings(mode=mode, fusion=retrieval.fusion, vector_weight=retrieval.vector_weight,
-                            rrf_k=retrieval.rrf_k, lexical_limit=retrieval.lexical_limit)
+    fusion = replace(retrieval, mode=mode)  # "lexical" when the embedder is down
     rows = search_fused(session, vector, tsquery, lexical.lexemes, model=embedder.model_name, limit=limit,
                         weights=weights, fusion=fusion, now=now, source_prefix=source_prefix,
                         and_tsquery=lexical.and_query)

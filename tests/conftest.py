@@ -172,3 +172,30 @@ def stackfaq_dir() -> Path:
     path = SHARED_DIR / "eval" / "stackfaq_dev"
     assert (path / "corpus.jsonl").exists(), f"evaluation set not found at {path}; set SUPPORTRAG_SHARED_DIR"
     return path
+
+
+# Settings a developer's shell may carry that would change what the CLI tests see.
+ENVIRONMENT_OVERRIDES = (
+    "EMBEDDING_PROVIDER", "EMBEDDING_API_KEY", "EMBEDDING_BASE_URL", "EMBEDDING_MODEL", "EMBEDDING_DIMENSIONS",
+    "SEARCH_SIMILARITY_WEIGHT", "SEARCH_RECENCY_WEIGHT", "SEARCH_RECENCY_WINDOW_DAYS", "SUPPORTRAG_AUTO_SEED",
+    "RETRIEVAL_MODE", "FUSION_METHOD", "HYBRID_VECTOR_WEIGHT", "SUPPORTRAG_PUBLIC_SEARCH",
+    "SUPPORTRAG_PUBLIC_TICKETS", "ANSWER_MIN_SIMILARITY", "LLM_API_KEY", "LLM_BASE_URL",
+)
+
+
+@pytest.fixture
+def cli_env(monkeypatch, fresh_database_url, tmp_path) -> str:
+    """Point every console command at a new empty database with default settings."""
+    for name in ENVIRONMENT_OVERRIDES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
+    monkeypatch.setenv("SUPPORTRAG_DATA_DIR", str(tmp_path))
+    return fresh_database_url
+
+
+@pytest.fixture
+def db_engine(cli_env) -> Iterator[sa.Engine]:
+    """A direct engine on the test's database, for setting up and checking rows."""
+    engine = create_engine(cli_env, pool_size=1)
+    yield engine
+    engine.dispose()

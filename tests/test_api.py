@@ -18,6 +18,7 @@ from service.models import Article
 from service.runtime import Runtime
 
 from .conftest import bearer_environ
+from .helpers import assert_error
 
 LOCAL_MODEL = "local:all-MiniLM-L6-v2"
 MISSING_ID = 999_999_999
@@ -25,18 +26,6 @@ MISSING_ID = 999_999_999
 
 # --- helpers -------------------------------------------------------------------------------------
 
-def assert_error(response, status: int, code: str) -> dict[str, Any]:
-    """Assert the one error shape ``{"error": {"code", "message", "details"}}``; return the inner object."""
-    assert response.status_code == status, response.get_data(as_text=True)
-    assert response.mimetype == "application/json"
-    body = response.get_json()
-    assert set(body) == {"error"}
-    error = body["error"]
-    assert set(error) == {"code", "message", "details"}
-    assert error["code"] == code
-    assert isinstance(error["message"], str) and error["message"]
-    assert isinstance(error["details"], dict)
-    return error
 
 
 def create_article(client: FlaskClient, **fields: Any) -> dict[str, Any]:

@@ -24,15 +24,9 @@ from service.validation import ValidationError
 
 from .admin_helpers import ADMIN_PASSWORD, ADMIN_USERNAME, csrf_from, log_in
 from .conftest import bearer_environ
+from .helpers import assert_error
 
 
-def assert_error(response, status: int, code: str) -> dict[str, Any]:
-    """The one JSON error shape with the given status and code."""
-    assert response.status_code == status, response.get_data(as_text=True)
-    body = response.get_json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}
-    assert body["error"]["code"] == code
-    return body["error"]
 
 
 def new_article(client, **fields) -> dict[str, Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import json
 import time
-from typing import Iterator
 
 import numpy as np
 import pytest
@@ -14,36 +13,16 @@ from alembic.script import ScriptDirectory
 from click.testing import CliRunner, Result
 
 from service.cli import main
-from service.db import create_engine
 from service.migrate import alembic_config
 
 ACTIVE_MODEL = "local:all-MiniLM-L6-v2"
 RESULT_KEYS = {"id", "title", "category", "snippet", "similarity", "recency", "importance", "score"}
 STATS_KEYS = {"articles", "embedded", "pending", "stale", "model", "index"}
 # Settings that would change which embedder or weights the commands use.
-ENVIRONMENT_OVERRIDES = (
-    "EMBEDDING_PROVIDER", "EMBEDDING_API_KEY", "EMBEDDING_BASE_URL", "EMBEDDING_MODEL", "EMBEDDING_DIMENSIONS",
-    "SEARCH_SIMILARITY_WEIGHT", "SEARCH_RECENCY_WEIGHT", "SEARCH_RECENCY_WINDOW_DAYS", "SUPPORTRAG_AUTO_SEED",
-    "RETRIEVAL_MODE", "FUSION_METHOD", "HYBRID_VECTOR_WEIGHT", "SUPPORTRAG_PUBLIC_SEARCH",
-)
 
 
-@pytest.fixture
-def cli_env(monkeypatch, fresh_database_url, tmp_path) -> str:
-    """Point every command at a new empty database with default settings."""
-    for name in ENVIRONMENT_OVERRIDES:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
-    monkeypatch.setenv("SUPPORTRAG_DATA_DIR", str(tmp_path))
-    return fresh_database_url
 
 
-@pytest.fixture
-def db_engine(cli_env) -> Iterator[sa.Engine]:
-    """A direct engine on the test's database, for setting up and checking rows."""
-    engine = create_engine(cli_env, pool_size=1)
-    yield engine
-    engine.dispose()
 
 
 def run(*args: str, expect_success: bool = True) -> Result:

@@ -6,14 +6,12 @@ import gc
 import json
 from math import log2
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner, Result
 
 from service.cli import main
-from service.db import create_engine
 from service.evaluation import (
     load_eval_set, ndcg_at, recall_at, reciprocal_rank_at, success_at, summarise,
 )
@@ -21,11 +19,6 @@ from service.evaluation import (
 METRIC_KEYS = {"ndcg@10", "recall@3", "success@3", "mrr@10", "queries"}
 # Reference: plain MiniLM cosine over title + text scores nDCG@10 0.956 on stackfaq_dev.
 REFERENCE_NDCG_AT_10 = 0.956
-ENVIRONMENT_OVERRIDES = (
-    "EMBEDDING_PROVIDER", "EMBEDDING_API_KEY", "EMBEDDING_BASE_URL", "EMBEDDING_MODEL", "EMBEDDING_DIMENSIONS",
-    "SEARCH_SIMILARITY_WEIGHT", "SEARCH_RECENCY_WEIGHT", "SEARCH_RECENCY_WINDOW_DAYS", "SUPPORTRAG_AUTO_SEED",
-    "RETRIEVAL_MODE", "FUSION_METHOD", "HYBRID_VECTOR_WEIGHT", "SUPPORTRAG_PUBLIC_SEARCH",
-)
 TEN_MISSES = [f"x{i}" for i in range(10)]
 
 
@@ -179,22 +172,8 @@ def write_eval_set(directory: Path, corpus: list[dict], queries: list[dict],
     return paths
 
 
-@pytest.fixture
-def cli_env(monkeypatch, fresh_database_url, tmp_path) -> str:
-    """Point the console script at a new empty database with default settings."""
-    for name in ENVIRONMENT_OVERRIDES:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
-    monkeypatch.setenv("SUPPORTRAG_DATA_DIR", str(tmp_path))
-    return fresh_database_url
 
 
-@pytest.fixture
-def db_engine(cli_env) -> Iterator[sa.Engine]:
-    """A direct engine on the test's database, for checking what the command left behind."""
-    engine = create_engine(cli_env, pool_size=1)
-    yield engine
-    engine.dispose()
 
 
 def run(*args: str | Path) -> Result:

@@ -28,6 +28,7 @@ from service.runtime import Runtime
 from service.seeding import load_seed_articles
 from service.ticket_queries import add_feedback, get_ticket
 from service.tickets import answer_ticket
+from .helpers import assert_error
 
 CHAT_MODEL = "test-chat-model"
 MISSING_ID = 999_999_999
@@ -109,18 +110,6 @@ def answer_rows(runtime: Runtime, ticket_id: int) -> list[TicketAnswer]:
         return list(session.scalars(sa.select(TicketAnswer).where(TicketAnswer.ticket_id == ticket_id)))
 
 
-def assert_error(response, status: int, code: str) -> dict[str, Any]:
-    """Assert the one error shape ``{"error": {"code", "message", "details"}}``; return the inner object."""
-    assert response.status_code == status, response.get_data(as_text=True)
-    assert response.mimetype == "application/json"
-    body = response.get_json()
-    assert set(body) == {"error"}
-    error = body["error"]
-    assert set(error) == {"code", "message", "details"}
-    assert error["code"] == code
-    assert isinstance(error["message"], str) and error["message"]
-    assert isinstance(error["details"], dict)
-    return error
 
 
 def post_ticket(client: FlaskClient, fields: dict[str, Any]) -> dict[str, Any]:
