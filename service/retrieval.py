@@ -11,6 +11,16 @@ from sqlalchemy.orm import Session
 
 from .ranking import RankingWeights, final_score
 
+def _formula_binds() -> list[sa.BindParameter]:
+    """Typed binds of the ranking formula's parameters, shared by the search statements."""
+    return [
+        sa.bindparam("now", type_=sa.DateTime(timezone=True)),
+        sa.bindparam("window_days", type_=sa.Double),
+        sa.bindparam("similarity_weight", type_=sa.Double),
+        sa.bindparam("recency_weight", type_=sa.Double),
+    ]
+
+
 # Exact top-k of the product formula over every eligible row. The formula is
 # evaluated for all rows before ORDER BY/LIMIT, so a row far down the cosine list
 # but lifted by recency×importance (up to +0.4) is never missed. Vectors are
@@ -37,12 +47,7 @@ SELECT id, title, category, content, importance, created_at, similarity, recency
 FROM scored
 ORDER BY score DESC, id
 LIMIT :limit
-""").bindparams(
-    sa.bindparam("now", type_=sa.DateTime(timezone=True)),
-    sa.bindparam("window_days", type_=sa.Double),
-    sa.bindparam("similarity_weight", type_=sa.Double),
-    sa.bindparam("recency_weight", type_=sa.Double),
-)
+""").bindparams(*_formula_binds())
 
 
 # The lexical and hybrid paths. The lexical leg is bounded (LIMIT, and the
@@ -73,7 +78,7 @@ lexical_ranked AS (
     FROM lexical
 ),
 candidates AS (
-    SELECT kb.id, kb.title, kb.category, kb.content, kb.importance, kb.created_at,
+    SELECT kb.id, kb.title, kb.category, kb.content, kb.importance, kb.created_at, kb.search_vector,
            CASE WHEN CAST(:query_vector AS vector) IS NULL THEN NULL
                 ELSE 1.0 - (kb.embedding <=> CAST(:query_vector AS vector)) END AS similarity,
            CASE WHEN CAST(:query_vector AS vector) IS NULL THEN NULL
@@ -101,12 +106,11 @@ fused AS (
 )
 SELECT id, title, category, content, importance, created_at, similarity, recency, relevance,
        vector_rank, lexical_rank, lexical_score,
-       ARRAY(SELECT u.lexeme FROM knowledge_base k2, unnest(k2.search_vector) AS u
-             WHERE k2.id = fused.id AND u.lexeme = ANY(CAST(:lexemes AS text[]))) AS matched_terms,
+       ARRAY(SELECT u.lexeme FROM unnest(search_vector) AS u
+             WHERE u.lexeme = ANY(CAST(:lexemes AS text[]))) AS matched_terms,
        CASE WHEN lexical_rank IS NOT NULL THEN
            ts_headline('english', content,
-                       CASE WHEN (SELECT k3.search_vector FROM knowledge_base k3 WHERE k3.id = fused.id)
-                                 @@ CAST(:and_tsquery AS tsquery)
+                       CASE WHEN search_vector @@ CAST(:and_tsquery AS tsquery)
                             THEN CAST(:and_tsquery AS tsquery) ELSE CAST(:tsquery AS tsquery) END,
                        'MaxFragments=1, MinWords=12, MaxWords=30, StartSel=**, StopSel=**')
        END AS headline,
@@ -115,10 +119,7 @@ FROM fused
 ORDER BY score DESC, id
 LIMIT :limit
 """).bindparams(
-    sa.bindparam("now", type_=sa.DateTime(timezone=True)),
-    sa.bindparam("window_days", type_=sa.Double),
-    sa.bindparam("similarity_weight", type_=sa.Double),
-    sa.bindparam("recency_weight", type_=sa.Double),
+    *_formula_binds(),
     sa.bindparam("vector_weight", type_=sa.Double),
     sa.bindparam("rrf_k", type_=sa.Double),
 )
