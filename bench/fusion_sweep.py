@@ -13,9 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from service.config import Settings
-from service.evaluation import evaluate_settings, load_eval_set
+from service.retrieval.evaluation import evaluate_settings, load_eval_set
+from service.retrieval.search import RetrievalSettings
 from service.runtime import Runtime
-from service.search import RetrievalSettings
 
 HERE = Path(__file__).resolve().parent
 

@@ -14,10 +14,10 @@ import argparse
 from pathlib import Path
 
 from service.config import Settings
-from service.evaluation import load_eval_set, throwaway_corpus
+from service.knowledge.seeding import load_seed_articles
+from service.retrieval.evaluation import load_eval_set, throwaway_corpus
+from service.retrieval.search import search_knowledge
 from service.runtime import Runtime
-from service.search import search_knowledge
-from service.seeding import load_seed_articles
 
 HERE = Path(__file__).resolve().parent
 SUPPORT_QUESTIONS = [

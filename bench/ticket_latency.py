@@ -3,7 +3,7 @@
 Run by hand:  python bench/ticket_latency.py [--tickets 40]
 Starts tests/fake_openai.py's server on 127.0.0.1 (it answers instantly, so "llm" here is the SDK and HTTP
 round trip, not a model's generation time), seeds a throwaway schema with the five default articles, and
-answers tickets through service.tickets.answer_ticket with the LLM configured. Prints medians and p90s.
+answers tickets through service.tickets.workflow.answer_ticket with the LLM configured. Prints medians and p90s.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from service.config import Settings  # noqa: E402
-from service.evaluation import throwaway_corpus  # noqa: E402
-from service.llm import OpenAIChatModel  # noqa: E402
+from service.knowledge.seeding import load_seed_articles  # noqa: E402
+from service.providers.llm import OpenAIChatModel  # noqa: E402
+from service.retrieval.evaluation import throwaway_corpus  # noqa: E402
 from service.runtime import Runtime  # noqa: E402
-from service.seeding import load_seed_articles  # noqa: E402
-from service.ticket_queries import get_ticket  # noqa: E402
-from service.tickets import answer_ticket  # noqa: E402
+from service.tickets.queries import get_ticket  # noqa: E402
+from service.tickets.workflow import answer_ticket  # noqa: E402
 from tests.fake_openai import FakeOpenAIServer  # noqa: E402
 
 TICKETS = [("Password", "I forgot my password and cannot log in"), ("Refund", "How do I get my money back?"),

@@ -19,7 +19,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 
 from service.config import Settings
-from service.db import resolve_database_url
+from service.db.engine import resolve_database_url
 
 QUERY = """
 SELECT id, similarity * 0.8 + recency * 0.2 * importance AS score FROM (

@@ -7,7 +7,7 @@ from logging.config import fileConfig
 import sqlalchemy as sa
 from alembic import context
 
-from service.models import Base
+from service.db.models import Base
 
 # Any constant works; it only has to be the same in every process that migrates.
 MIGRATION_LOCK_KEY = 7_331_001
@@ -39,7 +39,7 @@ def run_migrations_online() -> None:
         run_migrations_on(connection)
         return
     from service.config import Settings
-    from service.db import create_engine, resolve_database_url
+    from service.db.engine import create_engine, resolve_database_url
 
     engine = create_engine(resolve_database_url(Settings.from_env()), pool_size=1)
     try:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from .knowledge import StoredArticle, add_article
-from .runtime import default_runtime
-from .search import SearchResult, run_search
+from service.knowledge.articles import StoredArticle, add_article
+from service.retrieval.search import SearchResult, run_search
+from service.runtime import default_runtime
+from service.tickets.queries import get_ticket
+from service.tickets.workflow import answer_ticket as answer
 
 
 def add_knowledge_article(title: str, content: str, category: str | None = None,
@@ -32,8 +34,6 @@ def initialize_knowledge_base() -> int:
 
 def answer_ticket(subject: str, body: str, email: str | None = None) -> dict:
     """Store a ticket, answer it (LLM, or extractive offline) and return it with citations."""
-    from .ticket_queries import get_ticket
-    from .tickets import answer_ticket as answer
 
     runtime = default_runtime()
     fields = {"subject": subject, "body": body}

@@ -7,7 +7,7 @@
     items = rag.retrieve("How do I get my money back?", limit=3)   # contents of the best articles
     prompt_part = format_advisory_context(items)
 
-``RAG(...)`` imports the folder's markdown files with ``service.importer.import_path`` (unchanged files
+``RAG(...)`` imports the folder's markdown files with ``service.knowledge.importer.import_path`` (unchanged files
 are skipped, so constructing it again is cheap) and prunes articles whose file was deleted, so the
 folder's articles in the database are exactly its files. A missing or empty folder gives an empty corpus
 and no error. ``retrieve`` searches only articles imported from that folder (not the rest of the
@@ -29,10 +29,10 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from .importer import ImportReport, folder_prefix, import_path, prune_folder
-from .models import Article
-from .runtime import Runtime, default_runtime
-from .search import search_knowledge
+from service.db.models import Article
+from service.knowledge.importer import ImportReport, folder_prefix, import_path, prune_folder
+from service.retrieval.search import search_knowledge
+from service.runtime import Runtime, default_runtime
 
 log = logging.getLogger(__name__)
 

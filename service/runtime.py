@@ -6,19 +6,19 @@ import logging
 import threading
 from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from .config import Settings
-from .db import create_engine, make_session_factory, resolve_database_url, session_scope
-from .embeddings import Embedder, make_embedder
-from .llm import ChatModel
-
-if TYPE_CHECKING:
-    from .search import RetrievalSettings
-from .ranking import RankingWeights
+from service.config import Settings
+from service.db.engine import create_engine, make_session_factory, resolve_database_url, session_scope
+from service.db.migrate import upgrade_database
+from service.knowledge.seeding import is_seeded, seed_knowledge_base
+from service.providers.embeddings import Embedder, make_embedder
+from service.providers.llm import ChatModel, make_chat_model
+from service.retrieval.ranking import RankingWeights
+from service.retrieval.search import RetrievalSettings
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,6 @@ class Runtime:
         settings = settings or Settings.from_env()
         runtime = cls(settings, create_engine(resolve_database_url(settings)), embedder)
         if migrate:
-            from .migrate import upgrade_database
 
             upgrade_database(runtime.engine)
         if settings.auto_seed if seed is None else seed:
@@ -59,7 +58,6 @@ class Runtime:
     @cached_property
     def chat(self) -> ChatModel | None:
         """The configured chat model, or None offline (tickets then get extractive answers)."""
-        from .llm import make_chat_model
 
         return make_chat_model(self.settings)
 
@@ -75,7 +73,6 @@ class Runtime:
     @cached_property
     def retrieval(self) -> RetrievalSettings:
         """Retrieval mode and fusion settings."""
-        from .search import RetrievalSettings
 
         s = self.settings
         return RetrievalSettings(mode=s.retrieval_mode, fusion=s.fusion_method, vector_weight=s.hybrid_vector_weight,
@@ -89,7 +86,6 @@ class Runtime:
 
     def seed(self) -> int:
         """Seed the default articles once per database; returns how many were inserted."""
-        from .seeding import is_seeded, seed_knowledge_base
 
         with self.session() as session:
             if is_seeded(session):  # cheap check first: no model load on later starts

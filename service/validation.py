@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .models import CATEGORY_MAX, CONTENT_MAX, IMPORTANCE_MAX, IMPORTANCE_MIN, TITLE_MAX
-from .ranking import is_finite_number
+from service.db.models import CATEGORY_MAX, CONTENT_MAX, IMPORTANCE_MAX, IMPORTANCE_MIN, TITLE_MAX
+from service.retrieval.ranking import is_finite_number
 
 QUERY_MAX = 20_000
 SEARCH_LIMIT_MAX = 50

@@ -7,7 +7,7 @@ import os
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import psycopg
 import pytest
@@ -15,13 +15,15 @@ import sqlalchemy as sa
 from sqlalchemy.orm import sessionmaker
 
 from service.config import Settings
-from service.db import create_engine
-from service.embedded_pg import start_embedded_server
-from service.embeddings import LocalEmbedder
-from service.migrate import upgrade_database
+from service.db.embedded import start_embedded_server
+from service.db.engine import create_engine
+from service.db.migrate import upgrade_database
+from service.providers.embeddings import LocalEmbedder
 from service.runtime import Runtime
 
+from .browser import CHROMIUM_ARGS, INSTALL_HINT, browser_required, find_chromium, screenshots_dir
 from .fake_openai import FakeOpenAIServer
+from .helpers import ENVIRONMENT_OVERRIDES, MemoEmbedder
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DIR = Path(os.environ.get("SUPPORTRAG_SHARED_DIR", REPO_ROOT.parent / "shared"))
@@ -68,9 +70,15 @@ def engine(pg_url) -> Iterator[sa.Engine]:
 
 
 @pytest.fixture(scope="session")
-def local_embedder() -> LocalEmbedder:
+def real_local_embedder() -> LocalEmbedder:
     """The real offline MiniLM embedder (loaded once)."""
     return LocalEmbedder()
+
+
+@pytest.fixture(scope="session")
+def local_embedder(real_local_embedder) -> MemoEmbedder:
+    """The real MiniLM, remembering its vectors for the session: the seed articles are embedded once."""
+    return MemoEmbedder(real_local_embedder)
 
 
 @pytest.fixture
@@ -109,14 +117,14 @@ def seeded(runtime) -> Runtime:
 @pytest.fixture
 def app(runtime):
     """The Flask app on the test runtime."""
-    from service.app import create_app
+    from service.web.app import create_app
 
     return create_app({"TESTING": True}, runtime=runtime)
 
 
 def bearer_environ(runtime: Runtime, name: str = "tests") -> dict[str, str]:
     """A WSGI environ carrying a new API token, created inside the test's rolled-back transaction."""
-    from service.auth import create_token
+    from service.accounts import create_token
 
     with runtime.session() as session:
         _, secret = create_token(session, name)
@@ -140,7 +148,7 @@ def anonymous_client(app):
 @pytest.fixture
 def admin_account(runtime) -> tuple[str, str]:
     """An admin account (username, password) inside the test's transaction."""
-    from service.auth import create_admin
+    from service.accounts import create_admin
 
     from .admin_helpers import ADMIN_PASSWORD, ADMIN_USERNAME
 
@@ -174,14 +182,6 @@ def stackfaq_dir() -> Path:
     return path
 
 
-# Settings a developer's shell may carry that would change what the CLI tests see.
-ENVIRONMENT_OVERRIDES = (
-    "EMBEDDING_PROVIDER", "EMBEDDING_API_KEY", "EMBEDDING_BASE_URL", "EMBEDDING_MODEL", "EMBEDDING_DIMENSIONS",
-    "SEARCH_SIMILARITY_WEIGHT", "SEARCH_RECENCY_WEIGHT", "SEARCH_RECENCY_WINDOW_DAYS", "SUPPORTRAG_AUTO_SEED",
-    "RETRIEVAL_MODE", "FUSION_METHOD", "HYBRID_VECTOR_WEIGHT", "SUPPORTRAG_PUBLIC_SEARCH",
-    "SUPPORTRAG_PUBLIC_TICKETS", "ANSWER_MIN_SIMILARITY", "LLM_API_KEY", "LLM_BASE_URL", "LLM_MODEL",
-    "LLM_TIMEOUT", "LLM_MAX_RETRIES", "LLM_TEMPERATURE", "LLM_MAX_TOKENS",
-)
 
 
 @pytest.fixture
@@ -200,3 +200,26 @@ def db_engine(cli_env) -> Iterator[sa.Engine]:
     engine = create_engine(cli_env, pool_size=1)
     yield engine
     engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Headless Chromium (installed, never downloaded) driven by Playwright, shared by every browser test."""
+    chromium = find_chromium()
+    if chromium is None:
+        if browser_required():
+            pytest.fail(INSTALL_HINT)
+        pytest.skip(INSTALL_HINT)
+    from playwright.sync_api import sync_playwright  # only the browser tests need it
+
+    playwright = sync_playwright().start()
+    launched = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS, headless=True)
+    yield launched
+    launched.close()
+    playwright.stop()
+
+
+@pytest.fixture(scope="session")
+def screenshots() -> Path:
+    """Where browser tests save screenshots (ignored by git unless SUPPORTRAG_SCREENSHOTS_DIR says otherwise)."""
+    return screenshots_dir(REPO_ROOT)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from service.admin import importance_badge
+from service.web.admin.pages import importance_badge
 
 from .admin_helpers import csrf_from
 

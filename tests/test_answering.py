@@ -6,9 +6,18 @@ import re
 
 import pytest
 
-from service.answering import (
-    CANNOT_ANSWER, SYSTEM_PROMPT, ContextArticle, best_passage, build_messages, decide_answerability,
-    extractive_answer, parse_citations, says_cannot_answer, strip_invalid_citations, ticket_query,
+from service.tickets.answering import (
+    CANNOT_ANSWER,
+    SYSTEM_PROMPT,
+    ContextArticle,
+    best_passage,
+    build_messages,
+    decide_answerability,
+    extractive_answer,
+    parse_citations,
+    says_cannot_answer,
+    strip_invalid_citations,
+    ticket_query,
 )
 
 FLOOR = 0.34

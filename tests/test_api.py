@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator
 
 import numpy as np
 import pytest
 import sqlalchemy as sa
 from flask.testing import FlaskClient
 
-import service.search
-from service.app import create_app
+import service.retrieval.search
 from service.config import Settings
-from service.embeddings import OpenAIEmbedder
-from service.models import Article
+from service.db.models import Article
+from service.providers.embeddings import OpenAIEmbedder
 from service.runtime import Runtime
+from service.web.app import create_app
 
 from .conftest import bearer_environ
-from .helpers import assert_error
+from .helpers import CountingEmbedder, assert_error
 
 LOCAL_MODEL = "local:all-MiniLM-L6-v2"
 MISSING_ID = 999_999_999
@@ -49,16 +49,6 @@ def search(client: FlaskClient, query: str, **extra: Any) -> list[dict[str, Any]
     return response.get_json()["results"]
 
 
-class CountingEmbedder:
-    """Delegates to a real embedder and records every batch of texts it was asked to embed."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.calls = inner, []
-        self.model_name, self.dimensions = inner.model_name, inner.dimensions
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls.append(list(texts))
-        return self.inner.embed(texts)
 
 
 def freeze_search_clock(monkeypatch, frozen: datetime) -> None:
@@ -69,7 +59,7 @@ def freeze_search_clock(monkeypatch, frozen: datetime) -> None:
         def now(cls, tz=None):
             return frozen
 
-    monkeypatch.setattr(service.search, "datetime", FrozenDatetime)
+    monkeypatch.setattr(service.retrieval.search, "datetime", FrozenDatetime)
 
 
 # --- the error shape, for every status ---------------------------------------------------------
@@ -216,7 +206,7 @@ def test_body_over_max_content_length_is_413_in_error_shape_and_stores_nothing(c
 
 
 def test_unexpected_exception_is_500_in_error_shape_and_rolls_back_the_request_session(app, client):
-    from service.api import db
+    from service.web.requests import db
 
     @app.get("/boom")
     def boom():

@@ -11,22 +11,28 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from service.access import PUBLIC_ENDPOINTS, SAFE_METHODS, TOGGLED_ENDPOINTS, is_public
-from service.app import create_app
-from service.auth import (
-    SECRET_KEY_STATE, authenticate, create_admin, create_token, hash_password, list_tokens, revoke_token,
-    set_admin_password, token_identity, verify_password,
+from service.accounts import (
+    SECRET_KEY_STATE,
+    authenticate,
+    create_admin,
+    create_token,
+    hash_password,
+    list_tokens,
+    revoke_token,
+    set_admin_password,
+    token_identity,
+    verify_password,
 )
 from service.config import Settings
-from service.models import ApiToken, AppState
+from service.db.models import ApiToken, AppState
 from service.runtime import Runtime
 from service.validation import ValidationError
+from service.web.access import PUBLIC_ENDPOINTS, SAFE_METHODS, TOGGLED_ENDPOINTS, is_public
+from service.web.app import create_app
 
 from .admin_helpers import ADMIN_PASSWORD, ADMIN_USERNAME, csrf_from, log_in
 from .conftest import bearer_environ
 from .helpers import assert_error
-
-
 
 
 def new_article(client, **fields) -> dict[str, Any]:
@@ -309,7 +315,7 @@ def test_secret_key_from_the_environment_wins_and_is_not_in_settings_repr(runtim
 # --- the CLI -------------------------------------------------------------------------------------
 
 def test_cli_creates_admins_and_tokens_and_revokes_them(monkeypatch, fresh_database_url, tmp_path):
-    from service.cli import main
+    from service.cli.main import main
 
     monkeypatch.setenv("DATABASE_URL", fresh_database_url)
     monkeypatch.setenv("SUPPORTRAG_DATA_DIR", str(tmp_path))
@@ -340,7 +346,7 @@ def test_cli_creates_admins_and_tokens_and_revokes_them(monkeypatch, fresh_datab
 
 
 def test_serve_explains_how_to_create_the_first_admin_only_while_there_is_none(runtime, capsys):
-    from service.serving import _explain_admin_setup
+    from service.web.serving import _explain_admin_setup
 
     _explain_admin_setup(runtime)
     assert "supportrag admin create --username NAME" in capsys.readouterr().out

@@ -10,10 +10,13 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 from alembic.script import ScriptDirectory
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
-from service.cli import main
-from service.migrate import alembic_config
+from service.cli.main import main
+from service.db.migrate import alembic_config
+
+from .helpers import run_cli as run
+from .helpers import run_cli_json as run_json
 
 ACTIVE_MODEL = "local:all-MiniLM-L6-v2"
 RESULT_KEYS = {"id", "title", "category", "snippet", "similarity", "recency", "importance", "score"}
@@ -25,19 +28,8 @@ STATS_KEYS = {"articles", "embedded", "pending", "stale", "model", "index"}
 
 
 
-def run(*args: str, expect_success: bool = True) -> Result:
-    """Invoke the console script; by default fail with its output unless it exits 0."""
-    result = CliRunner().invoke(main, list(args))
-    # Anything the command left open is finalised now, so a leak fails the test that caused it.
-    gc.collect()
-    if expect_success:
-        assert result.exit_code == 0, f"exit {result.exit_code}\n{result.output}\n{result.exception!r}"
-    return result
 
 
-def run_json(*args: str):
-    """Invoke a ``--json`` command and parse its stdout."""
-    return json.loads(run(*args, "--json").stdout)
 
 
 def head_revision() -> str:

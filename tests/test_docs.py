@@ -13,7 +13,7 @@ def test_ci_runs_exactly_the_readme_test_command():
 
 
 def test_readme_documents_every_environment_variable_the_service_reads():
-    sources = "\n".join(p.read_text() for p in (ROOT / "service").glob("*.py"))
+    sources = "\n".join(p.read_text() for p in (ROOT / "service").rglob("*.py"))
     read = set(re.findall(r'env(?:\.get)?\(\s*"([A-Z_]+)"', sources))
     read |= set(re.findall(r'env\["([A-Z_]+)"\]', sources))
     read |= set(re.findall(r'_(?:int|float)\(env, "([A-Z_]+)"', sources))

@@ -9,8 +9,13 @@ import numpy as np
 import pytest
 
 from service.config import VECTOR_DIMENSIONS, ConfigError, Settings
-from service.embeddings import (
-    EmbeddingError, OpenAIEmbedder, article_embedding_text, embed_padded, make_embedder, pad_vectors,
+from service.providers.embeddings import (
+    EmbeddingError,
+    OpenAIEmbedder,
+    article_embedding_text,
+    embed_padded,
+    make_embedder,
+    pad_vectors,
     text_sha256,
 )
 
@@ -263,20 +268,20 @@ def test_make_embedder_builds_the_provider_the_settings_name(fake_openai, tmp_pa
 
 # ---------------------------------------------------------------- LocalEmbedder (real model)
 
-def test_local_embedder_returns_unit_norm_384_dimensional_vectors(local_embedder):
-    vectors = local_embedder.embed(["I forgot my password", "Track your order", "Website not loading"])
-    assert local_embedder.model_name == "local:all-MiniLM-L6-v2"
-    assert vectors.shape == (3, 384) == (3, local_embedder.dimensions)
+def test_real_local_embedder_returns_unit_norm_384_dimensional_vectors(real_local_embedder):
+    vectors = real_local_embedder.embed(["I forgot my password", "Track your order", "Website not loading"])
+    assert real_local_embedder.model_name == "local:all-MiniLM-L6-v2"
+    assert vectors.shape == (3, 384) == (3, real_local_embedder.dimensions)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
 
-def test_local_embedder_places_related_texts_closer(local_embedder):
-    query, related, unrelated = local_embedder.embed(
+def test_real_local_embedder_places_related_texts_closer(real_local_embedder):
+    query, related, unrelated = real_local_embedder.embed(
         ["I forgot my password", "Reset your password", "Track your order"])
     assert cosine(query, related) > cosine(query, unrelated)
 
 
-def test_local_embedder_padded_output_fits_the_column(local_embedder):
-    padded = embed_padded(local_embedder, ["I forgot my password"])
+def test_real_local_embedder_padded_output_fits_the_column(real_local_embedder):
+    padded = embed_padded(real_local_embedder, ["I forgot my password"])
     assert padded.shape == (1, VECTOR_DIMENSIONS)
     assert not padded[0, 384:].any()

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-import gc
 import json
 from math import log2
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from click.testing import CliRunner, Result
 
-from service.cli import main
-from service.evaluation import (
-    load_eval_set, ndcg_at, recall_at, reciprocal_rank_at, success_at, summarise,
+from service.retrieval.evaluation import (
+    load_eval_set,
+    ndcg_at,
+    recall_at,
+    reciprocal_rank_at,
+    success_at,
+    summarise,
 )
+
+from .helpers import run_cli as run
 
 METRIC_KEYS = {"ndcg@10", "recall@3", "success@3", "mrr@10", "queries"}
 # Reference: plain MiniLM cosine over title + text scores nDCG@10 0.956 on stackfaq_dev.
@@ -176,12 +180,6 @@ def write_eval_set(directory: Path, corpus: list[dict], queries: list[dict],
 
 
 
-def run(*args: str | Path) -> Result:
-    """Invoke the console script and fail with its output unless it exits 0."""
-    result = CliRunner().invoke(main, [str(arg) for arg in args])
-    gc.collect()  # a connection the command leaked is reported by the test that ran it
-    assert result.exit_code == 0, f"exit {result.exit_code}\n{result.output}\n{result.exception!r}"
-    return result
 
 
 def article_count(engine: sa.Engine) -> int:
@@ -206,6 +204,7 @@ def judged_query_count(directory: Path) -> int:
     return sum(query in judged for query in queries)
 
 
+@pytest.mark.slow
 def test_eval_on_stackfaq_dev_matches_the_minilm_reference_and_leaves_the_knowledge_base_untouched(
         cli_env, db_engine, stackfaq_dir):
     run("seed")

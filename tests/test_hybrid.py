@@ -7,10 +7,12 @@ from dataclasses import replace
 import pytest
 import sqlalchemy as sa
 
-from service.knowledge import add_article
-from service.lexical import build_lexical_query, load_synonym_groups, synonym_variants
-from service.ranking import convex_relevance, rrf_relevance
-from service.search import RetrievalSettings, run_search
+from service.knowledge.articles import add_article
+from service.retrieval.lexical import build_lexical_query, load_synonym_groups, synonym_variants
+from service.retrieval.ranking import convex_relevance, rrf_relevance
+from service.retrieval.search import RetrievalSettings, run_search
+
+from .helpers import FailingEmbedder
 
 HYBRID = RetrievalSettings(mode="hybrid", fusion="convex", vector_weight=0.8)
 LEXICAL = RetrievalSettings(mode="lexical")
@@ -57,7 +59,7 @@ def test_default_synonym_groups_are_seeded_by_the_migration(session):
 def test_synonyms_let_keyword_search_find_refund_for_money_back(seeded):
     outcome = search(seeded, "I want my money back", LEXICAL)
     assert outcome.results[0].title == "How to request a refund"
-    assert "refund" in outcome.results[0].explain["matched_terms"]
+    assert "refund" in outcome.results[0].explain.matched_terms
     assert "refund" in outcome.synonyms_used
 
 
@@ -93,9 +95,9 @@ def test_exact_error_code_is_found_by_the_lexical_leg_when_the_embedding_misses_
 
     hybrid = search(seeded, query, HYBRID, limit=10)
     target = next(r for r in hybrid.results if r.title == "Website not loading")
-    assert target.explain["lexical_rank"] == 1
-    assert target.explain["vector_rank"] > 1  # the embedding alone does not put it first
-    assert {"err", "ssl", "protocol", "error"} <= set(target.explain["matched_terms"])
+    assert target.explain.lexical_rank == 1
+    assert target.explain.vector_rank > 1  # the embedding alone does not put it first
+    assert {"err", "ssl", "protocol", "error"} <= set(target.explain.matched_terms)
     assert "**ERR**" in target.snippet or "**ERR_SSL_PROTOCOL_ERROR**" in target.snippet  # ts_headline
     assert search(seeded, query, LEXICAL).results[0].title == "Website not loading"
 
@@ -103,29 +105,23 @@ def test_exact_error_code_is_found_by_the_lexical_leg_when_the_embedding_misses_
 def test_hybrid_relevance_in_sql_equals_the_pure_fusion_functions(seeded):
     for retrieval in (HYBRID, replace(HYBRID, fusion="rrf", vector_weight=0.7)):
         outcome = search(seeded, "my card was declined at checkout", retrieval, limit=5)
-        best_lexical = max(r.explain["lexical_score"] or 0 for r in outcome.results)
+        best_lexical = max(r.explain.lexical_score or 0 for r in outcome.results)
         assert best_lexical > 0
         for result in outcome.results:
             e = result.explain
             if retrieval.fusion == "convex":
-                lexical_norm = (e["lexical_score"] or 0) / best_lexical if e["lexical_rank"] else None
+                lexical_norm = (e.lexical_score or 0) / best_lexical if e.lexical_rank else None
                 expected = convex_relevance(result.similarity, lexical_norm, retrieval.vector_weight)
             else:
-                expected = rrf_relevance(e["vector_rank"], e["lexical_rank"], vector_weight=retrieval.vector_weight)
+                expected = rrf_relevance(e.vector_rank, e.lexical_rank, vector_weight=retrieval.vector_weight)
             assert result.relevance == pytest.approx(expected, abs=1e-9)
             assert result.score == pytest.approx(result.relevance * 0.8 + result.recency * 0.2 * result.importance)
 
 
 def test_keyword_fallback_when_the_embedder_fails_says_degraded(seeded):
-    class DownEmbedder:
-        model_name = seeded.embedder.model_name
-        dimensions = 384
-
-        def embed(self, texts):
-            raise TimeoutError("provider timed out")
-
     with seeded.session() as session:
-        outcome = run_search(session, DownEmbedder(), "reset password link", limit=3, weights=seeded.weights,
+        down = FailingEmbedder(TimeoutError("provider timed out"), seeded.embedder.model_name)
+        outcome = run_search(session, down, "reset password link", limit=3, weights=seeded.weights,
                              retrieval=RetrievalSettings(mode="vector"))
     assert outcome.degraded == "embedding unavailable"
     assert outcome.mode == "lexical"

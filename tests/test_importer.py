@@ -2,42 +2,21 @@
 
 from __future__ import annotations
 
-import gc
 import hashlib
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from click.testing import CliRunner
 
-from service.cli import main
-from service.db import create_engine
-from service.import_sources import canonical_sha256, first_heading, jsonl_article, markdown_article, upload_key
-from service.importer import import_markdown_files, import_path
-from service.knowledge import add_article, get_article, update_article
-from service.models import Article
+from service.db.engine import create_engine
+from service.db.models import Article
+from service.knowledge.articles import add_article, get_article, update_article
+from service.knowledge.importer import import_markdown_files, import_path
+from service.knowledge.sources import canonical_sha256, first_heading, jsonl_article, markdown_article, upload_key
 from service.validation import ValidationError
 
-
-class CountingEmbedder:
-    """Wraps the real embedder and records every text it is asked to embed."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.model_name, self.dimensions = inner, inner.model_name, inner.dimensions
-        self.texts: list[str] = []
-
-    def embed(self, texts):
-        self.texts.extend(texts)
-        return self.inner.embed(texts)
-
-
-class DownEmbedder:
-    """A provider that always fails."""
-
-    model_name, dimensions = "local:all-MiniLM-L6-v2", 384
-
-    def embed(self, texts):
-        raise ConnectionError("provider unreachable")
+from .helpers import CountingEmbedder, FailingEmbedder
+from .helpers import run_cli as run
 
 
 def write(root: Path, relative: str, content: str | bytes) -> Path:
@@ -340,7 +319,7 @@ def test_embedding_failure_stores_imported_articles_as_pending(session, tmp_path
     kb = tmp_path / "kb"
     write(kb, "a.md", "# A\n\nText.")
 
-    report = import_path(session, DownEmbedder(), kb)
+    report = import_path(session, FailingEmbedder(ConnectionError("provider unreachable")), kb)
 
     assert (report.added, report.pending) == (1, 1)
     assert imported(session, str(kb.resolve()))[str(kb.resolve() / "a.md")].embedding_model is None
@@ -398,10 +377,6 @@ def cli_database(monkeypatch, fresh_database_url, tmp_path) -> str:
     return fresh_database_url
 
 
-def run(*args: str):
-    result = CliRunner().invoke(main, list(args))
-    gc.collect()  # finalise anything the command left open, so a leak fails here
-    return result
 
 
 def stored(url: str) -> list[tuple[str, str | None]]:
@@ -432,7 +407,7 @@ def test_cli_import_exits_nonzero_when_a_file_fails_but_imports_the_rest(cli_dat
     write(kb, "good.md", "# Good\n\nFine.")
     write(kb, "bad.md", b"\xff\xfe not text")
 
-    result = run("import", str(kb), "--category", "Help")
+    result = run("import", str(kb), "--category", "Help", expect_success=False)
 
     assert result.exit_code == 1
     assert "added 1, updated 0, unchanged 0, pruned 0, failed 1" in result.stdout

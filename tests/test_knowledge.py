@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 import pytest
 import sqlalchemy as sa
 
 from service.config import Settings
-from service.embeddings import (
-    EmbeddingError, OpenAIEmbedder, article_embedding_text, embed_padded, text_sha256,
+from service.db.models import Article
+from service.knowledge.articles import (
+    ArticleNotFound,
+    add_article,
+    count_needing_embedding,
+    delete_article,
+    get_article,
+    knowledge_stats,
+    reembed_batch,
+    update_article,
 )
-from service.knowledge import (
-    ArticleNotFound, add_article, count_needing_embedding, delete_article, get_article, knowledge_stats,
-    reembed_batch, update_article,
+from service.providers.embeddings import (
+    EmbeddingError,
+    OpenAIEmbedder,
+    article_embedding_text,
+    embed_padded,
+    text_sha256,
 )
-from service.models import Article
-from service.search import make_snippet, search_knowledge
+from service.retrieval.search import make_snippet, search_knowledge
 from service.validation import ValidationError
+
+from .helpers import CountingEmbedder, FailingEmbedder
 
 PASSWORD = {
     "title": "Reset your password",
@@ -37,30 +47,8 @@ REFUNDS = {
 }
 
 
-class FailingEmbedder:
-    """An Embedder whose provider is always down."""
-
-    dimensions = 384
-
-    def __init__(self, model_name: str = "local:all-MiniLM-L6-v2") -> None:
-        self.model_name = model_name
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        raise EmbeddingError("provider unavailable")
 
 
-class CountingEmbedder:
-    """Wraps a real embedder, records every call and may report another model name."""
-
-    def __init__(self, inner, model_name: str | None = None) -> None:
-        self.inner = inner
-        self.model_name = model_name or inner.model_name
-        self.dimensions = inner.dimensions
-        self.calls: list[list[str]] = []
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls.append(list(texts))
-        return self.inner.embed(texts)
 
 
 def stored_row(session, article_id: int) -> dict:

@@ -5,9 +5,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from service.db import create_engine
-from service.migrate import alembic_config, current_revision, downgrade_database, upgrade_database
-from service.models import Base
+from service.db.engine import create_engine
+from service.db.migrate import alembic_config, current_revision, downgrade_database, upgrade_database
+from service.db.models import Base
 
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
 

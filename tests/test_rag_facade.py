@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from service.importer import import_path
+from service.knowledge.importer import import_path
 from service.rag import RAG, format_advisory_context
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

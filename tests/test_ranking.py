@@ -4,8 +4,13 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from service.ranking import (
-    RankingWeights, age_in_days, final_score, max_score_boost, recency, similarity_from_distance,
+from service.retrieval.ranking import (
+    RankingWeights,
+    age_in_days,
+    final_score,
+    max_score_boost,
+    recency,
+    similarity_from_distance,
 )
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)

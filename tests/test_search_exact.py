@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from service.ranking import RankingWeights, age_in_days, final_score, recency
-from service.retrieval import search_by_vector
+from service.retrieval.ranking import RankingWeights, age_in_days, final_score, recency
+from service.retrieval.sql import search_by_vector
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 MODEL = "test-model"

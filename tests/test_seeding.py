@@ -11,10 +11,10 @@ from pathlib import Path
 import sqlalchemy as sa
 from alembic.script import ScriptDirectory
 
-from service.knowledge import delete_article
-from service.migrate import alembic_config
-from service.models import AppState, Article
-from service.seeding import SEEDED_KEY, seed_knowledge_base
+from service.db.migrate import alembic_config
+from service.db.models import AppState, Article
+from service.knowledge.articles import delete_article
+from service.knowledge.seeding import SEEDED_KEY, seed_knowledge_base
 
 # What seeds/articles/*.md declare in their front matter, in file order.
 SEED_ARTICLES = [

@@ -18,16 +18,11 @@ from typing import Any, Iterator
 
 import pytest
 
+from .helpers import ENVIRONMENT_OVERRIDES
+
 SUPPORTRAG = Path(sys.executable).parent / "supportrag"
 START_TIMEOUT_SECONDS = 90
 STOP_TIMEOUT_SECONDS = 30
-# Settings the server would otherwise inherit from the developer's shell.
-ENVIRONMENT_OVERRIDES = (
-    "EMBEDDING_PROVIDER", "EMBEDDING_API_KEY", "EMBEDDING_BASE_URL", "EMBEDDING_MODEL", "EMBEDDING_DIMENSIONS",
-    "SEARCH_SIMILARITY_WEIGHT", "SEARCH_RECENCY_WEIGHT", "SEARCH_RECENCY_WINDOW_DAYS", "SUPPORTRAG_AUTO_SEED",
-    "RETRIEVAL_MODE", "FUSION_METHOD", "HYBRID_VECTOR_WEIGHT", "SUPPORTRAG_PUBLIC_SEARCH",
-    "SUPPORTRAG_HOST", "PORT", "WEB_CONCURRENCY",
-)
 
 
 def free_port() -> int:

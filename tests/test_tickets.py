@@ -12,23 +12,25 @@ from typing import Any, Iterator
 
 import pytest
 import sqlalchemy as sa
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session
 
-import service.tickets
-from service.answering import HANDOFF_MESSAGE, SYSTEM_PROMPT, extractive_answer, ticket_query
-from service.cli import main
+import service.tickets.workflow
+from service.cli.main import main
 from service.config import Settings
-from service.db import create_engine
-from service.embeddings import OpenAIEmbedder
-from service.llm import OpenAIChatModel
-from service.models import Article, Ticket, TicketAnswer
+from service.db.engine import create_engine
+from service.db.models import Article, Ticket, TicketAnswer
+from service.knowledge.seeding import load_seed_articles
+from service.providers.embeddings import OpenAIEmbedder
+from service.providers.llm import OpenAIChatModel
 from service.runtime import Runtime
-from service.seeding import load_seed_articles
-from service.ticket_queries import add_feedback, get_ticket
-from service.tickets import answer_ticket
-from .helpers import assert_error
+from service.tickets.answering import HANDOFF_MESSAGE, SYSTEM_PROMPT, extractive_answer, ticket_query
+from service.tickets.queries import add_feedback, get_ticket
+from service.tickets.workflow import answer_ticket
+
+from .helpers import FailingEmbedder, assert_error
+from .helpers import run_cli as run
 
 CHAT_MODEL = "test-chat-model"
 MISSING_ID = 999_999_999
@@ -113,12 +115,6 @@ def post_ticket(client: FlaskClient, fields: dict[str, Any]) -> dict[str, Any]:
     return response.get_json()["ticket"]
 
 
-def run(*args: str) -> Result:
-    """Invoke the console script and fail with its output unless it exits 0."""
-    result = CliRunner().invoke(main, list(args))
-    gc.collect()  # finalise anything the command left open here, not in a later test
-    assert result.exit_code == 0, f"exit {result.exit_code}\n{result.output}\n{result.exception!r}"
-    return result
 
 
 
@@ -331,19 +327,11 @@ def test_unrelated_question_is_handed_off_without_asking_the_model(seeded, make_
 
 # --- the ticket survives failures ----------------------------------------------------------------
 
-class FailingEmbedder:
-    """The configured model's name, but every call fails as a provider outage would."""
-
-    model_name = "local:all-MiniLM-L6-v2"
-    dimensions = 384
-
-    def embed(self, texts):
-        raise ConnectionError("embedding provider is down")
 
 
 def test_when_the_embedder_raises_keyword_search_answers_a_ticket_whose_words_all_match(
         seeded, make_chat, fake_openai):
-    broken = Runtime(seeded.settings, seeded.engine, FailingEmbedder())
+    broken = Runtime(seeded.settings, seeded.engine, FailingEmbedder(ConnectionError("embedding provider is down")))
     broken.sessions = seeded.sessions
     before = ticket_count(seeded)
 
@@ -361,7 +349,7 @@ def test_when_the_embedder_raises_keyword_search_answers_a_ticket_whose_words_al
 
 def test_when_the_embedder_raises_a_ticket_no_article_fully_matches_goes_to_an_agent(
         seeded, make_chat, fake_openai):
-    broken = Runtime(seeded.settings, seeded.engine, FailingEmbedder())
+    broken = Runtime(seeded.settings, seeded.engine, FailingEmbedder(ConnectionError("embedding provider is down")))
     broken.sessions = seeded.sessions
 
     ticket = view(seeded, answer_ticket(broken, make_chat(), dict(FRANCE)))
@@ -403,7 +391,7 @@ def test_unexpected_error_while_answering_marks_the_ticket_failed_and_keeps_it(s
     def explode(*args, **kwargs):
         raise RuntimeError("search exploded")
 
-    monkeypatch.setattr(service.tickets, "run_search", explode)
+    monkeypatch.setattr(service.tickets.workflow, "run_search", explode)
     before = ticket_count(seeded)
 
     ticket_id = answer_ticket(seeded, None, dict(PASSWORD))

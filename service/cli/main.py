@@ -1,0 +1,72 @@
+"""The ``supportrag`` group: serve, db, seed, and the command families registered from their modules."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from service.cli import accounts, knowledge, synonyms, tickets
+from service.cli.context import CliGroup, connect, connect_bare
+from service.db.migrate import current_revision, downgrade_database, upgrade_database
+from service.web.serving import serve_forever
+
+
+@click.group(cls=CliGroup)
+@click.option("-v", "--verbose", is_flag=True, help="Log progress details.")
+def main(verbose: bool) -> None:
+    """Support-ticket answering service on PostgreSQL + pgvector."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+
+
+@main.command()
+@click.option("--host", help="Address to bind (default: SUPPORTRAG_HOST, else 127.0.0.1).")
+@click.option("--port", type=int, help="Port (default: PORT, else 5000).")
+@click.option("--dev", is_flag=True, help="Flask's development server instead of gunicorn.")
+@click.option("--workers", envvar="WEB_CONCURRENCY", default=1, show_default=True, type=int)
+@click.option("--threads", default=4, show_default=True, type=int)
+def serve(host: str | None, port: int | None, dev: bool, workers: int, threads: int) -> None:
+    """Start the database if embedded, migrate, seed on first run, and serve HTTP."""
+    serve_forever(host=host, port=port, dev=dev, workers=workers, threads=threads)
+
+
+@main.group()
+def db() -> None:
+    """Schema migrations."""
+
+
+@db.command("upgrade")
+@click.argument("revision", default="head")
+def db_upgrade(revision: str) -> None:
+    """Migrate the database up to REVISION (default: head)."""
+    runtime = connect_bare()
+    upgrade_database(runtime.engine, revision)
+    click.echo(f"database at revision {current_revision(runtime.engine) or 'none'}")
+
+
+@db.command("downgrade")
+@click.argument("revision")
+def db_downgrade(revision: str) -> None:
+    """Migrate the database down to REVISION ('base' removes every table)."""
+    runtime = connect_bare()
+    downgrade_database(runtime.engine, revision)
+    click.echo(f"database at revision {current_revision(runtime.engine) or 'none'}")
+
+
+@db.command("current")
+def db_current() -> None:
+    """Print the database's current revision."""
+    click.echo(current_revision(connect_bare().engine) or "none")
+
+
+@main.command()
+def seed() -> None:
+    """Insert the default articles, once per database."""
+    inserted = connect(seed=False).seed()
+    click.echo(f"inserted {inserted} articles" if inserted else "already seeded; nothing inserted")
+
+
+for command in (knowledge.add, knowledge.import_command, knowledge.search, knowledge.stats, knowledge.reembed,
+                knowledge.eval_command, tickets.ask, tickets.gaps, accounts.admin, accounts.token, synonyms.synonyms):
+    main.add_command(command)

@@ -1,0 +1,57 @@
+"""Ticket commands: ask, gaps."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from service.cli.context import connect
+from service.tickets.queries import content_gaps, get_ticket
+from service.tickets.workflow import answer_ticket
+
+
+@click.command()
+@click.argument("text")
+@click.option("--subject", help="Ticket subject (default: the first line of TEXT).")
+@click.option("--json", "as_json", is_flag=True, help="Print the stored ticket as JSON.")
+def ask(text: str, subject: str | None, as_json: bool) -> None:
+    """Submit a ticket and print the answer, its mode and the cited articles with scores."""
+    runtime = connect()
+    subject = subject or text.strip().splitlines()[0][:300] if text.strip() else subject
+    ticket_id = answer_ticket(runtime, runtime.chat, {"subject": subject or "", "body": text})
+    with runtime.session() as session:
+        ticket = get_ticket(session, ticket_id)
+    if as_json:
+        click.echo(json.dumps(ticket.to_dict(), indent=2))
+        return
+    click.echo(f"ticket {ticket.id}: {ticket.status} (mode: {ticket.mode}; {ticket.reason})\n")
+    click.echo(ticket.answer or "")
+    if ticket.citations:
+        click.echo("\nretrieved articles:")
+    for c in ticket.citations:
+        mark = "cited" if c["cited"] else "     "
+        click.echo(f"  [{c['rank']}] {mark} {c['title']}  score {c['score']:.4f} (similarity {c['similarity']:.4f}, "
+                   f"recency {c['recency']:.4f}, importance {c['importance']:.2f})")
+
+
+@click.command()
+@click.option("--days", default=30, show_default=True, type=int)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def gaps(days: int, as_json: bool) -> None:
+    """Handed-off or unhelpful recent tickets, grouped by nearest article: what to write next."""
+    runtime = connect()
+    with runtime.session() as session:
+        groups = content_gaps(session, days=days)
+    if as_json:
+        click.echo(json.dumps(groups, indent=2))
+        return
+    if not groups:
+        click.echo(f"no handed-off or unhelpful tickets in the last {days} days")
+    for group in groups:
+        nearest = group["nearest_article"]
+        label = f"{nearest['title']} [{nearest['category'] or '-'}]" if nearest else "(no article retrieved)"
+        click.echo(f"{group['tickets']:4d} tickets  nearest: {label}  "
+                   f"(needs agent {group['needs_agent']}, not helpful {group['not_helpful']})")
+        for example in group["examples"]:
+            click.echo(f"        - {example}")

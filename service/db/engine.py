@@ -1,0 +1,81 @@
+"""Engine and sessions: the embedded server or DATABASE_URL, pooled, with pgvector registered."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from typing import Iterator
+
+import sqlalchemy as sa
+from pgvector.psycopg import register_vector
+from sqlalchemy import event
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.config import Settings
+from service.db.embedded import start_embedded_server
+
+log = logging.getLogger(__name__)
+
+
+def normalise_database_url(url: str) -> str:
+    """Make ``postgres://`` and ``postgresql://`` URLs use the psycopg 3 driver."""
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+def resolve_database_url(settings: Settings) -> str:
+    """DATABASE_URL when set, else the embedded server (started on demand)."""
+    if settings.database_url:
+        return normalise_database_url(settings.database_url)
+
+    url = start_embedded_server(settings.embedded_pgdata)
+    log.info("embedded PostgreSQL data directory: %s", settings.embedded_pgdata)
+    return url
+
+
+def _register_vector_if_present(dbapi_connection, _record) -> None:
+    """Teach each new psycopg connection the vector type (binary in and out).
+
+    Before the first migration the type does not exist yet; such a connection is
+    left as is, and the engine's pool is disposed after migrating.
+    """
+    row = dbapi_connection.execute("SELECT 1 FROM pg_type WHERE typname = 'vector'").fetchone()
+    if row:
+        register_vector(dbapi_connection)
+    # The probe above opened a transaction; end it so the pool hands out a clean connection.
+    dbapi_connection.rollback()
+
+
+def create_engine(url: str, *, search_path: str | None = None, pool_size: int = 5) -> sa.Engine:
+    """A pooled engine; ``search_path`` isolates throwaway schemas (evaluation, tests)."""
+    connect_args = {"options": f"-c search_path={search_path}"} if search_path else {}
+    engine = sa.create_engine(
+        normalise_database_url(url),
+        pool_size=pool_size,
+        max_overflow=pool_size * 2,
+        pool_pre_ping=True,
+        connect_args=connect_args,
+    )
+    event.listen(engine, "connect", _register_vector_if_present)
+    return engine
+
+
+def make_session_factory(engine: sa.Engine) -> sessionmaker[Session]:
+    """Sessions that never expire objects on commit (views read them after committing)."""
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextmanager
+def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """A unit of work: commit on success, roll back on any error."""
+    session = factory()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()

@@ -1,0 +1,264 @@
+"""Knowledge-base use cases: add, read, change, delete, re-embed. They never commit."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, Callable
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from service.db.models import Article
+from service.providers.embeddings import Embedder, EmbeddingError, article_embedding_text, embed_padded, text_sha256
+from service.validation import clean_article_fields
+
+log = logging.getLogger(__name__)
+
+
+class ArticleNotFound(LookupError):
+    """No article with that id."""
+
+
+BIGINT_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class ArticleSource:
+    """Where an imported article came from (a file path, or file#line) and the hash of its bytes."""
+
+    path: str
+    sha256: str
+
+
+def _check_id(article_id: int) -> None:
+    """Ids outside bigint's range cannot exist; say so instead of letting PostgreSQL overflow."""
+    if not 1 <= article_id <= BIGINT_MAX:
+        raise ArticleNotFound(article_id)
+
+
+@dataclass(frozen=True)
+class StoredArticle:
+    """An article as stored, with the state of its embedding."""
+
+    id: int
+    title: str
+    content: str
+    category: str | None
+    importance: float
+    created_at: datetime
+    updated_at: datetime
+    embedding_model: str | None
+    embedding_status: str  # "embedded" | "pending" | "stale"
+    embedding_error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (ISO timestamps)."""
+        data = asdict(self)
+        data["created_at"] = self.created_at.isoformat()
+        data["updated_at"] = self.updated_at.isoformat()
+        return data
+
+
+def embedding_status(has_embedding: bool, row_model: str | None, active_model: str) -> str:
+    """``pending`` without a vector, ``stale`` when another model made it, else ``embedded``."""
+    if not has_embedding:
+        return "pending"
+    return "embedded" if row_model == active_model else "stale"
+
+
+def _has_embedding_column():
+    return Article.embedding.is_not(None).label("has_embedding")
+
+
+def _to_stored(article: Article, has_embedding: bool, active_model: str,
+               error: str | None = None) -> StoredArticle:
+    return StoredArticle(
+        id=article.id, title=article.title, content=article.content, category=article.category,
+        importance=article.importance, created_at=article.created_at, updated_at=article.updated_at,
+        embedding_model=article.embedding_model,
+        embedding_status=embedding_status(has_embedding, article.embedding_model, active_model),
+        embedding_error=error,
+    )
+
+
+def _embed_into(article: Article, embedder: Embedder) -> str | None:
+    """Set the article's vector; on provider failure leave it NULL (pending) and return why."""
+    text = article_embedding_text(article.title, article.content, article.category)
+    try:
+        vector = embed_padded(embedder, [text])[0]
+    except EmbeddingError as exc:
+        log.warning("embedding failed, article stored as pending: %s", exc)
+        article.embedding, article.embedding_model, article.content_sha256 = None, None, None
+        return str(exc)
+    article.embedding, article.embedding_model, article.content_sha256 = vector, embedder.model_name, text_sha256(text)
+    return None
+
+
+def add_article(session: Session, embedder: Embedder, fields: dict[str, Any], *,
+                source: ArticleSource | None = None) -> StoredArticle:
+    """Validate, embed and insert an article; an embedder failure stores it as pending."""
+    cleaned = clean_article_fields(fields)
+    article = Article(**cleaned)
+    if source is not None:
+        article.source_path, article.source_sha256 = source.path, source.sha256
+    error = _embed_into(article, embedder)
+    session.add(article)
+    session.flush()
+    session.refresh(article, ["created_at", "updated_at"])
+    return _to_stored(article, error is None, embedder.model_name, error)
+
+
+def get_article(session: Session, article_id: int, active_model: str) -> StoredArticle:
+    """One article by id, or ArticleNotFound."""
+    _check_id(article_id)
+    row = session.execute(
+        sa.select(Article, _has_embedding_column()).where(Article.id == article_id)
+    ).one_or_none()
+    if row is None:
+        raise ArticleNotFound(article_id)
+    return _to_stored(row[0], row[1], active_model)
+
+
+def update_article(session: Session, embedder: Embedder, article_id: int,
+                   fields: dict[str, Any], *, source: ArticleSource | None = None) -> StoredArticle:
+    """Apply a partial change; text that changed (by hash) is re-embedded, importance alone is not."""
+    _check_id(article_id)
+    cleaned = clean_article_fields(fields, partial=True)
+    article = session.get(Article, article_id, with_for_update=True)
+    if article is None:
+        raise ArticleNotFound(article_id)
+    for name, value in cleaned.items():
+        setattr(article, name, value)
+    if source is not None:
+        article.source_path, article.source_sha256 = source.path, source.sha256
+    error = None
+    text = article_embedding_text(article.title, article.content, article.category)
+    unchanged = article.content_sha256 == text_sha256(text) and article.embedding_model == embedder.model_name
+    if not unchanged:
+        error = _embed_into(article, embedder)
+    if cleaned:
+        article.updated_at = sa.func.clock_timestamp()  # now() is the transaction's start
+    session.flush()
+    session.refresh(article, ["updated_at"])
+    has_embedding = article.content_sha256 is not None
+    return _to_stored(article, has_embedding, embedder.model_name, error)
+
+
+def delete_article(session: Session, article_id: int) -> None:
+    """Delete an article, or ArticleNotFound."""
+    _check_id(article_id)
+    deleted = session.execute(sa.delete(Article).where(Article.id == article_id)).rowcount
+    if not deleted:
+        raise ArticleNotFound(article_id)
+
+
+def list_articles(session: Session, active_model: str, *, page: int = 1, per_page: int = 20,
+                  category: str | None = None, contains: str | None = None) -> tuple[list[StoredArticle], int]:
+    """A page of articles, newest first, and the total count; ``contains`` matches title or content."""
+    where = [Article.category == category] if category else []
+    if contains:
+        pattern = "%" + contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        where.append(sa.or_(Article.title.ilike(pattern, escape="\\"), Article.content.ilike(pattern, escape="\\")))
+    total = session.execute(sa.select(sa.func.count()).select_from(Article).where(*where)).scalar_one()
+    rows = session.execute(
+        sa.select(Article, _has_embedding_column()).where(*where)
+        .order_by(Article.created_at.desc(), Article.id.desc())
+        .offset((page - 1) * per_page).limit(per_page)
+    ).all()
+    return [_to_stored(article, has, active_model) for article, has in rows], total
+
+
+STATS_SQL = sa.text("""
+SELECT count(*) AS articles,
+       count(*) FILTER (WHERE embedding IS NOT NULL AND embedding_model = :model) AS embedded,
+       count(*) FILTER (WHERE embedding IS NULL) AS pending,
+       count(*) FILTER (WHERE embedding IS NOT NULL AND embedding_model IS DISTINCT FROM :model) AS stale
+FROM knowledge_base
+""")
+
+INDEX_SQL = sa.text("""
+SELECT indexname, indexdef FROM pg_indexes
+WHERE tablename = 'knowledge_base' AND indexname = 'knowledge_base_embedding_hnsw'
+  AND schemaname = current_schema()
+""")
+
+
+def knowledge_stats(session: Session, active_model: str) -> dict[str, Any]:
+    """Counts of articles by embedding state, the active model and the vector index."""
+    counts = dict(session.execute(STATS_SQL, {"model": active_model}).mappings().one())
+    index = session.execute(INDEX_SQL).mappings().one_or_none()
+    counts["model"] = active_model
+    counts["index"] = {"name": index["indexname"], "definition": index["indexdef"]} if index else None
+    return counts
+
+
+def articles_needing_embedding(session: Session, active_model: str, *, limit: int) -> list[Article]:
+    """Rows with no vector or a vector from another model, oldest id first, locked for update."""
+    return list(session.scalars(
+        sa.select(Article)
+        .where(sa.or_(Article.embedding.is_(None), Article.embedding_model.is_distinct_from(active_model)))
+        .order_by(Article.id).limit(limit).with_for_update(skip_locked=True)
+    ))
+
+
+def count_needing_embedding(session: Session, active_model: str) -> int:
+    """How many rows ``reembed`` would touch."""
+    return session.execute(sa.select(sa.func.count()).select_from(Article).where(
+        sa.or_(Article.embedding.is_(None), Article.embedding_model.is_distinct_from(active_model))
+    )).scalar_one()
+
+
+def reembed_batch(session: Session, embedder: Embedder, *, batch_size: int = 64,
+                  on_progress: Callable[[int], None] | None = None) -> int:
+    """Embed one batch of pending/stale rows in one provider call; returns how many were done."""
+    articles = articles_needing_embedding(session, embedder.model_name, limit=batch_size)
+    if not articles:
+        return 0
+    texts = [article_embedding_text(a.title, a.content, a.category) for a in articles]
+    vectors = embed_padded(embedder, texts)  # a failure here aborts the batch; nothing is lost
+    for article, text, vector in zip(articles, texts, vectors):
+        article.embedding, article.embedding_model = vector, embedder.model_name
+        article.content_sha256 = text_sha256(text)
+    session.flush()
+    if on_progress:
+        on_progress(len(articles))
+    return len(articles)
+
+
+def bulk_add_articles(session: Session, embedder: Embedder, items: list[dict[str, Any]], *,
+                      batch_size: int = 256,
+                      on_progress: Callable[[int], None] | None = None,
+                      sources: list[ArticleSource] | None = None) -> list[int]:
+    """Validate, embed in batches and insert many articles; returns their ids in input order.
+
+    A provider failure stores the batch as pending rather than losing it. ``sources``, if
+    given, has one entry per item (imported files).
+    """
+    if sources is not None and len(sources) != len(items):
+        raise ValueError(f"{len(sources)} sources for {len(items)} articles")
+    ids: list[int] = []
+    for start in range(0, len(items), batch_size):
+        batch = [clean_article_fields(item) for item in items[start:start + batch_size]]
+        if sources is not None:
+            batch = [{**fields, "source_path": source.path, "source_sha256": source.sha256}
+                     for fields, source in zip(batch, sources[start:start + batch_size])]
+        texts = [article_embedding_text(a["title"], a["content"], a.get("category")) for a in batch]
+        try:
+            vectors = list(embed_padded(embedder, texts))
+            model, hashes = embedder.model_name, [text_sha256(t) for t in texts]
+        except EmbeddingError as exc:
+            log.warning("embedding failed for %d articles, stored as pending: %s", len(batch), exc)
+            vectors, model, hashes = [None] * len(batch), None, [None] * len(batch)
+        rows = [
+            {**fields, "embedding": vector, "embedding_model": model if vector is not None else None,
+             "content_sha256": digest}
+            for fields, vector, digest in zip(batch, vectors, hashes)
+        ]
+        ids.extend(session.scalars(
+            sa.insert(Article).returning(Article.id, sort_by_parameter_order=True), rows
+        ))
+        if on_progress:
+            on_progress(len(batch))
+    return ids

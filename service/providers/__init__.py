@@ -1,0 +1,1 @@
+"""Embedding and chat models: small Protocols with the real providers behind them. Imports config only."""

@@ -1,0 +1,1 @@
+"""Ranking (pure), the SQL that fetches candidates, search, evaluation. Imports db, providers, knowledge."""

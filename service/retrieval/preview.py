@@ -1,0 +1,96 @@
+"""Ranking preview for the admin page: the top results for a sample ticket, plus one article's breakdown.
+
+The page re-ranks on the client when an importance slider moves. That is exact because importance
+enters only the recency term: ``score = relevance×w_s + recency×w_r×importance``, and relevance
+(cosine, or the fused relevance in hybrid mode) does not depend on importance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from service.knowledge.articles import get_article
+from service.providers.embeddings import embed_padded
+from service.retrieval.ranking import age_in_days, final_score, recency
+from service.retrieval.search import run_search
+from service.runtime import Runtime
+
+PREVIEW_LIMIT_DEFAULT = 5
+
+# The cosine leg of SEARCH_EXACT_SQL (service/retrieval.py) for one article: the same expression,
+# so the number matches what search would compute for it.
+ARTICLE_SIMILARITY_SQL = sa.text("""
+SELECT 1.0 - (embedding <=> :query_vector) AS similarity
+FROM knowledge_base
+WHERE id = :id AND embedding IS NOT NULL AND embedding_model = :model
+""")
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What the preview endpoint answers."""
+
+    query: str
+    mode: str
+    degraded: str | None
+    limit: int
+    weights: dict[str, float]
+    now: datetime
+    results: list[dict[str, Any]]
+    article: dict[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"query": self.query, "mode": self.mode, "degraded": self.degraded, "limit": self.limit,
+                "weights": self.weights, "now": self.now.isoformat(),
+                "results": self.results, "article": self.article}
+
+
+def _article_outside_results(session: Session, runtime: Runtime, query: str, article_id: int,
+                             now: datetime, mode: str) -> dict[str, Any]:
+    """The breakdown of an article the top results left out (vector mode), or why it has none."""
+    stored = get_article(session, article_id, runtime.embedder.model_name)
+    base = {"id": stored.id, "title": stored.title, "importance": stored.importance, "rank": None,
+            "embedding_status": stored.embedding_status, "relevance": None, "similarity": None,
+            "recency": None, "score": None}
+    if stored.embedding_status != "embedded":
+        return {**base, "note": "not embedded with the active model, so search never returns it"}
+    if mode != "vector":
+        return {**base, "note": f"outside the top results; its {mode} relevance is only known inside them"}
+    vector = embed_padded(runtime.embedder, [query])[0]
+    similarity = session.execute(ARTICLE_SIMILARITY_SQL, {
+        "query_vector": np.asarray(vector, dtype=np.float32), "id": article_id,
+        "model": runtime.embedder.model_name}).scalar_one()
+    weights = runtime.weights
+    recency_value = recency(age_in_days(stored.created_at, now), weights.recency_window_days)
+    score = final_score(float(similarity), recency_value, stored.importance, weights)
+    return {**base, "relevance": float(similarity), "similarity": float(similarity), "recency": recency_value,
+            "score": score, "note": "outside the top results"}
+
+
+def preview_ranking(session: Session, runtime: Runtime, query: Any, *, limit: Any = PREVIEW_LIMIT_DEFAULT,
+                    article_id: int | None = None) -> Preview:
+    """The same ranking /api/search gives, and ``article_id``'s place in it even when outside the top."""
+    now = datetime.now(timezone.utc)
+    outcome = run_search(session, runtime.embedder, query, limit=limit, weights=runtime.weights,
+                         retrieval=runtime.retrieval, now=now)
+    results = []
+    for rank, result in enumerate(outcome.results, start=1):
+        item = result.to_dict()
+        item["rank"] = rank
+        if item.get("relevance") is None:
+            item["relevance"] = item["similarity"]
+        results.append(item)
+    article = None
+    if article_id is not None:
+        article = next((dict(r) for r in results if r["id"] == article_id), None)
+        if article is None:
+            article = _article_outside_results(session, runtime, query, article_id, now, outcome.mode)
+    return Preview(query=query.strip(), mode=outcome.mode, degraded=outcome.degraded, limit=limit,
+                   weights=vars(runtime.weights), now=now, results=results, article=article)

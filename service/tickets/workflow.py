@@ -1,0 +1,164 @@
+"""Answering a ticket: store it first, retrieve, gate, draft (LLM or extractive), store the answer.
+
+Unlike the other use cases this one commits, on purpose: the ticket must be
+durable before any slow or failing call, and each later step is its own unit of work.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from service.db.models import Article, Ticket, TicketAnswer, TicketCitation
+from service.providers.llm import ChatModel, LLMError
+from service.retrieval.search import SearchResult, run_search
+from service.runtime import Runtime
+from service.tickets.answering import (
+    HANDOFF_MESSAGE,
+    ContextArticle,
+    build_messages,
+    decide_answerability,
+    decide_answerability_by_keywords,
+    extractive_answer,
+    parse_citations,
+    says_cannot_answer,
+    strip_invalid_citations,
+    ticket_query,
+)
+from service.tickets.validation import clean_ticket_fields
+
+log = logging.getLogger(__name__)
+CONTEXT_ARTICLES = 3
+
+
+@dataclass
+class Draft:
+    """An answer in the making."""
+
+    answer: str
+    mode: str  # "llm" | "extractive" | "none"
+    status: str  # "answered" | "needs_agent"
+    reason: str
+    cited: list[int] = field(default_factory=list)  # 1-based positions among the retrieved articles
+    model: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    llm_ms: float | None = None
+    error: str | None = None
+
+
+def _handoff(reason: str, error: str | None = None) -> Draft:
+    return Draft(answer=HANDOFF_MESSAGE, mode="none", status="needs_agent", reason=reason, error=error)
+
+
+def _extractive(results: list[SearchResult], contents: dict[int, str], query: str, reason: str,
+                error: str | None = None) -> Draft:
+    best = results[0]
+    return Draft(answer=extractive_answer(best.title, contents[best.id], query), mode="extractive",
+                 status="answered", reason=reason, cited=[1], error=error)
+
+
+def _llm_draft(chat: ChatModel, results: list[SearchResult], contents: dict[int, str],
+               subject: str, body: str) -> Draft:
+    """Ask the model; a refusal hands off, a failure or an uncited answer falls back to extractive."""
+    context = [ContextArticle(i, r.title, r.category, contents[r.id]) for i, r in enumerate(results, start=1)]
+    query = ticket_query(subject, body)
+    try:
+        reply = chat.complete(build_messages(context, subject, body))
+    except LLMError as exc:
+        log.warning("LLM failed, answering extractively: %s", exc)
+        return _extractive(results, contents, query, "the language model failed; quoted the best article",
+                           error=str(exc))
+    usage = {"model": reply.model, "prompt_tokens": reply.prompt_tokens,
+             "completion_tokens": reply.completion_tokens, "llm_ms": reply.latency_ms}
+    if says_cannot_answer(reply.text):
+        draft = _handoff("the model said the articles do not answer the ticket")
+        draft.mode = "llm"
+        vars(draft).update(usage)
+        return draft
+    valid, invalid = parse_citations(reply.text, len(results))
+    if not valid:
+        draft = _extractive(results, contents, query, "the model's answer cited no supplied article; "
+                            "quoted the best article instead", error=f"uncited answer: {reply.text[:200]}")
+        vars(draft).update(usage)
+        return draft
+    reason = "answered by the model from the cited articles"
+    if invalid:
+        reason += f"; removed citations to unknown articles {invalid}"
+    return Draft(answer=strip_invalid_citations(reply.text, len(results)), mode="llm", status="answered",
+                 reason=reason, cited=valid, **usage)
+
+
+def _article_contents(session, ids: list[int]) -> dict[int, str]:
+    rows = session.execute(sa.select(Article.id, Article.content).where(Article.id.in_(ids)))
+    return {row.id: row.content for row in rows}
+
+
+def _store(session, ticket_id: int, draft: Draft, results: list[SearchResult], gate: dict[str, Any],
+           retrieval_ms: float | None, started: float) -> None:
+    ticket = session.get(Ticket, ticket_id)
+    ticket.status, ticket.gate, ticket.answered_at = draft.status, gate, sa.func.now()
+    session.add(TicketAnswer(
+        ticket_id=ticket_id, answer=draft.answer, mode=draft.mode, reason=draft.reason, model=draft.model,
+        prompt_tokens=draft.prompt_tokens, completion_tokens=draft.completion_tokens,
+        retrieval_ms=retrieval_ms, llm_ms=draft.llm_ms, latency_ms=(time.perf_counter() - started) * 1000,
+        error=draft.error,
+    ))
+    for rank, result in enumerate(results, start=1):
+        session.add(TicketCitation(
+            ticket_id=ticket_id, article_id=result.id, article_title=result.title, rank=rank,
+            cited=rank in draft.cited, similarity=result.similarity, recency=result.recency,
+            importance=result.importance, score=result.score,
+        ))
+
+
+def answer_ticket(runtime: Runtime, chat: ChatModel | None, fields: dict[str, Any]) -> int:
+    """Store, answer and record a ticket; returns its id. Only invalid input raises."""
+    cleaned = clean_ticket_fields(fields)
+    started = time.perf_counter()
+    with runtime.session() as session:
+        ticket = Ticket(**cleaned, status="received")
+        session.add(ticket)
+        session.flush()
+        ticket_id = ticket.id
+    try:
+        _answer_stored_ticket(runtime, chat, ticket_id, cleaned["subject"], cleaned["body"], started)
+    except Exception as exc:  # never lose the ticket: record the failure on it
+        log.exception("answering ticket %s failed", ticket_id)
+        with runtime.session() as session:
+            session.get(Ticket, ticket_id).status = "failed"
+            session.add(TicketAnswer(ticket_id=ticket_id, answer=HANDOFF_MESSAGE, mode="none",
+                                     reason="internal error while answering", error=f"{type(exc).__name__}: {exc}"))
+    return ticket_id
+
+
+def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: int, subject: str, body: str,
+                          started: float) -> None:
+    query = ticket_query(subject, body)
+    with runtime.session() as session:
+        retrieval_started = time.perf_counter()
+        outcome = run_search(session, runtime.embedder, query, limit=CONTEXT_ARTICLES, weights=runtime.weights,
+                             retrieval=runtime.retrieval)
+        results = outcome.results
+        retrieval_ms = (time.perf_counter() - retrieval_started) * 1000
+        if outcome.degraded:
+            gate = decide_answerability_by_keywords(len(results), outcome.all_words_matches > 0)
+        else:
+            gate = decide_answerability([r.similarity for r in results if r.similarity is not None],
+                                        runtime.settings.answer_min_similarity)
+        contents = _article_contents(session, [r.id for r in results])
+    gate_record = gate.to_dict() | ({"degraded": outcome.degraded} if outcome.degraded else {})
+    if not gate.answerable:
+        draft = _handoff(gate.reason)
+        if outcome.degraded:
+            draft.error = outcome.degraded
+    elif chat is None:
+        draft = _extractive(results, contents, query, "no language model is configured; quoted the best article")
+    else:
+        draft = _llm_draft(chat, results, contents, subject, body)
+    with runtime.session() as session:
+        _store(session, ticket_id, draft, results, gate_record, retrieval_ms, started)

@@ -1,0 +1,195 @@
+"""Who may call what: the access policy, bearer tokens, session logins, CSRF, the cookie's signing key."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import secrets
+import threading
+from dataclasses import dataclass
+from datetime import timedelta
+
+from flask import Flask, Response, current_app, g, redirect, request, session, url_for
+from flask.sessions import SecureCookieSessionInterface
+from sqlalchemy.exc import SQLAlchemyError
+
+from service.accounts import Admin, get_admin, load_secret_key, token_identity
+from service.web.errors import ApiError, error_response
+
+log = logging.getLogger(__name__)
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+SESSION_LIFETIME = timedelta(hours=12)
+CSRF_FIELD, CSRF_HEADER = "csrf_token", "X-CSRF-Token"
+
+# Every endpoint not listed here needs an admin, so a new endpoint is private until someone decides otherwise.
+PUBLIC_ENDPOINTS = frozenset({
+    "static", "health.healthz", "admin.login",
+    # The help-center content and its counts hold nothing private.
+    "api.articles_index", "api.articles_show", "api.stats",
+})
+# Public unless the named setting is turned off (SUPPORTRAG_PUBLIC_SEARCH / SUPPORTRAG_PUBLIC_TICKETS).
+TOGGLED_ENDPOINTS = {
+    "api.search": "public_search",
+    "tickets_api.tickets_create": "public_tickets",
+    "tickets_api.tickets_feedback": "public_tickets",  # the customer who asked rates the answer
+}
+
+
+@dataclass(frozen=True)
+class Identity:
+    """An authenticated caller: a logged-in admin (``session``) or a script (``token``)."""
+
+    kind: str
+    id: int
+    name: str
+
+
+def is_public(endpoint: str, settings) -> bool:
+    """Whether anonymous callers may use ``endpoint`` under these settings."""
+    if endpoint in PUBLIC_ENDPOINTS:
+        return True
+    flag = TOGGLED_ENDPOINTS.get(endpoint)
+    return flag is not None and bool(getattr(settings, flag))
+
+
+def is_page(path: str) -> bool:
+    """Server-rendered admin pages (anything under /admin): anonymous users get the login form, not a 401."""
+    return path == "/admin" or path.startswith("/admin/")
+
+
+class DatabaseKeySessionInterface(SecureCookieSessionInterface):
+    """Signed-cookie sessions whose key comes from the settings or app_state, loaded once per process.
+
+    The key is fetched when a request starts, in its own committed unit of work, before the
+    request's session exists. If the database is down then, the request gets an empty session
+    and carries on, so /healthz can still report the outage in the error shape.
+    """
+
+    _lock = threading.Lock()
+
+    def _ensure_key(self, app: Flask) -> None:
+        if app.secret_key:
+            return
+        with self._lock:
+            if not app.secret_key:
+                with app.extensions["supportrag"].session() as db_session:
+                    app.secret_key = load_secret_key(db_session)
+
+    def open_session(self, app: Flask, request):
+        try:
+            self._ensure_key(app)
+        except SQLAlchemyError:
+            log.warning("session key unavailable (database down?); continuing without a session", exc_info=True)
+            return self.session_class()
+        return super().open_session(app, request)
+
+    def get_signing_serializer(self, app: Flask):
+        self._ensure_key(app)
+        return super().get_signing_serializer(app)
+
+
+def csrf_token() -> str:
+    """This session's CSRF token, created on first use (forms and the admin JS send it back)."""
+    token = session.get("csrf")
+    if not token:
+        token = session["csrf"] = secrets.token_urlsafe(32)
+    return token
+
+
+def check_csrf() -> None:
+    """403 unless the request echoes the session's CSRF token in a form field or header."""
+    expected = session.get("csrf")
+    sent = request.headers.get(CSRF_HEADER) or request.form.get(CSRF_FIELD)
+    if not expected or not sent or not hmac.compare_digest(expected.encode(), sent.encode()):
+        raise ApiError(403, "csrf_failed", "missing or invalid CSRF token; reload the page and try again")
+
+
+def log_in(admin: Admin) -> None:
+    """Start a fresh session for ``admin`` (a new CSRF token too)."""
+    session.clear()
+    session.permanent = True
+    session.update(admin_id=admin.id, admin_name=admin.username, pw=admin.password_fingerprint)
+    csrf_token()
+
+
+def log_out() -> None:
+    """Forget the session entirely."""
+    session.clear()
+
+
+def _lookup(function, *args):
+    """Run an identity lookup in its own short unit of work, finished before the view starts.
+
+    Using the request's session here would open its transaction before the view runs and keep
+    it open across slow work, e.g. answering a ticket, which commits in steps around an LLM call.
+    """
+    with current_app.extensions["supportrag"].session() as db_session:
+        return function(db_session, *args)
+
+
+def _token_caller() -> Identity | None:
+    """The token's identity for ``Authorization: Bearer …``; 401 if one is sent but unknown or revoked."""
+    scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer":
+        return None  # other schemes (e.g. a proxy's Basic auth) are not ours to judge
+    token = _lookup(token_identity, secret.strip()) if secret.strip() else None
+    if token is None:
+        raise ApiError(401, "invalid_token", "the API token is unknown or revoked")
+    return Identity("token", token.id, token.name)
+
+
+def _session_caller() -> Identity | None:
+    """The logged-in admin, unless deleted or their password changed since logging in."""
+    admin_id = session.get("admin_id")
+    if not isinstance(admin_id, int):
+        return None
+    admin = _lookup(get_admin, admin_id)
+    if admin is None or admin.password_fingerprint != session.get("pw"):
+        session.clear()
+        return None
+    return Identity("session", admin.id, admin.username)
+
+
+def _login_redirect() -> Response:
+    target = request.full_path if request.query_string else request.path
+    return redirect(url_for("admin.login", next=target))
+
+
+def enforce_access() -> Response | None:
+    """Before every request: apply the policy, then CSRF for cookie-authenticated writes."""
+    endpoint = request.endpoint
+    if endpoint is None:
+        return None  # unrouted: 404/405 in the usual shape
+    caller = _token_caller()
+    unsafe = request.method not in SAFE_METHODS
+    page = is_page(request.path)
+    if page and unsafe and caller is None:
+        check_csrf()  # every form, the login form included
+    if is_public(endpoint, current_app.extensions["supportrag"].settings):
+        g.identity = caller or _session_caller()
+        return None
+    caller = caller or _session_caller()
+    if caller is None:
+        if page:
+            return _login_redirect()
+        response = error_response(401, "unauthorized",
+                                  "this endpoint needs an admin: log in or send 'Authorization: Bearer <token>'")
+        response.headers["WWW-Authenticate"] = 'Bearer realm="supportrag"'
+        return response
+    if unsafe and caller.kind == "session" and not page:
+        check_csrf()  # the admin pages' JavaScript calls the JSON API with the cookie
+    g.identity = caller
+    return None
+
+
+def init_access(app: Flask, settings) -> None:
+    """Cookie flags, the session key and the policy hook."""
+    app.config.update(
+        SESSION_COOKIE_NAME="supportrag_session", SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=settings.secure_cookies, PERMANENT_SESSION_LIFETIME=SESSION_LIFETIME,
+    )
+    if settings.secret_key:
+        app.secret_key = settings.secret_key
+    app.session_interface = DatabaseKeySessionInterface()
+    app.before_request(enforce_access)
+    app.jinja_env.globals["csrf_token"] = csrf_token

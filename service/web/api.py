@@ -1,0 +1,113 @@
+"""HTTP JSON API under /api, plus /healthz. Thin views: validate, call one use case, return."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from flask import Blueprint, jsonify, request, url_for
+
+from service.knowledge.articles import (
+    add_article,
+    delete_article,
+    get_article,
+    knowledge_stats,
+    list_articles,
+    update_article,
+)
+from service.retrieval.search import run_search
+from service.web.errors import ApiError
+from service.web.requests import db, int_arg, json_body, page_count, runtime
+
+api = Blueprint("api", __name__, url_prefix="/api")
+health = Blueprint("health", __name__)
+
+PER_PAGE_MAX = 100
+
+
+@api.get("/articles")
+def articles_index():
+    """A page of articles, newest first; ``?page=&per_page=&category=``."""
+    page = int_arg("page", 1, low=1, high=1_000_000)
+    per_page = int_arg("per_page", 20, low=1, high=PER_PAGE_MAX)
+    items, total = list_articles(db(), runtime().embedder.model_name, page=page, per_page=per_page,
+                                 category=request.args.get("category") or None)
+    return jsonify({
+        "articles": [item.to_dict() for item in items],
+        "page": page, "per_page": per_page, "total": total, "pages": page_count(total, per_page),
+    })
+
+
+@api.post("/articles")
+def articles_create():
+    """Create an article; 201 even when embedding failed (then ``embedding_status: pending``)."""
+    article = add_article(db(), runtime().embedder, json_body())
+    db().commit()
+    response = jsonify({"article": article.to_dict()})
+    response.status_code = 201
+    response.headers["Location"] = url_for("api.articles_show", article_id=article.id)
+    return response
+
+
+@api.get("/articles/<int:article_id>")
+def articles_show(article_id: int):
+    """One article."""
+    return jsonify({"article": get_article(db(), article_id, runtime().embedder.model_name).to_dict()})
+
+
+@api.patch("/articles/<int:article_id>")
+def articles_update(article_id: int):
+    """Change importance, title, content or category; changed text is re-embedded."""
+    article = update_article(db(), runtime().embedder, article_id, json_body())
+    db().commit()
+    return jsonify({"article": article.to_dict()})
+
+
+@api.delete("/articles/<int:article_id>")
+def articles_delete(article_id: int):
+    """Delete an article."""
+    delete_article(db(), article_id)
+    db().commit()
+    return "", 204
+
+
+@api.post("/search")
+def search():
+    """``{query, limit, explain}`` → ranked results with the score breakdown.
+
+    If the embedding provider fails, results come from the full-text leg alone and
+    the answer says so in ``degraded``.
+    """
+    body = json_body()
+    explain = body.get("explain", False)
+    if not isinstance(explain, bool):
+        raise ApiError(400, "validation_error", "invalid search", {"explain": "must be true or false"})
+    rt = runtime()
+    outcome = run_search(db(), rt.embedder, body.get("query"), limit=body.get("limit", 3), weights=rt.weights,
+                         retrieval=rt.retrieval)
+    answer = {
+        "query": body.get("query"),
+        "model": rt.embedder.model_name,
+        "mode": outcome.mode,
+        "degraded": outcome.degraded,
+        "weights": vars(rt.weights),
+        "results": [result.to_dict(explain=explain) for result in outcome.results],
+    }
+    if explain:
+        answer["lexical_query"] = outcome.lexical_query
+        answer["synonyms_used"] = outcome.synonyms_used
+    return jsonify(answer)
+
+
+@api.get("/stats")
+def stats():
+    """Article counts (total, embedded, pending, stale), active model and vector index."""
+    return jsonify(knowledge_stats(db(), runtime().embedder.model_name))
+
+
+@health.get("/healthz")
+def healthz():
+    """Liveness plus a database round trip."""
+    try:
+        db().execute(sa.text("SELECT 1"))
+    except sa.exc.SQLAlchemyError as exc:
+        raise ApiError(503, "database_unavailable", "the database is not reachable", {"reason": str(exc)})
+    return jsonify({"status": "ok", "database": "ok"})

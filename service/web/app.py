@@ -1,0 +1,46 @@
+"""The Flask application factory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Flask, g
+
+from service.runtime import Runtime, default_runtime
+from service.web.access import init_access
+from service.web.admin.api import admin_api
+from service.web.admin.importing import admin_import
+from service.web.admin.pages import admin
+from service.web.api import api, health
+from service.web.errors import register_error_handlers
+from service.web.tickets import tickets_api
+
+
+def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | None = None) -> Flask:
+    """Build the app on ``runtime`` (default: the process-wide one from the environment)."""
+
+    app = Flask(__name__)
+    runtime = runtime or default_runtime()
+    app.config.update(MAX_CONTENT_LENGTH=runtime.settings.max_request_bytes)
+    app.json.sort_keys = False  # keep documented field order (Flask 3.1 ignores JSON_SORT_KEYS)
+    init_access(app, runtime.settings)  # every endpoint not declared public needs an admin (service/access.py)
+    if test_config:
+        app.config.update(test_config)
+    app.extensions["supportrag"] = runtime
+    app.register_blueprint(api)
+    app.register_blueprint(tickets_api)
+    app.register_blueprint(health)
+    app.register_blueprint(admin_api)
+    app.register_blueprint(admin)
+    app.register_blueprint(admin_import)
+    register_error_handlers(app)
+
+    @app.teardown_appcontext
+    def _close_session(exc: BaseException | None) -> None:
+        session = g.pop("db", None)
+        if session is not None:
+            if exc is not None:
+                session.rollback()
+            session.close()
+
+    return app

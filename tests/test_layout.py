@@ -1,0 +1,70 @@
+"""The package layout shows the architecture: layers import downwards only, with no cycles."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SERVICE = Path(__file__).resolve().parent.parent / "service"
+README = (SERVICE.parent / "README.md").read_text(encoding="utf-8")
+DOMAIN = ("db", "providers", "knowledge", "retrieval", "tickets")
+
+
+def module_name(path: Path) -> str:
+    """``service/web/api.py`` → ``service.web.api``; a package's ``__init__`` is the package."""
+    parts = ("service", *path.relative_to(SERVICE).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every ``service.…`` module this file imports, at any depth of the file."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("service"):
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.startswith("service")}
+    return found
+
+
+GRAPH = {module_name(path): imports_of(path) for path in SERVICE.rglob("*.py")}
+
+
+def test_the_import_graph_has_no_cycles():
+    modules = set(GRAPH)
+    edges = {name: {dep for dep in deps if dep in modules and dep != name} for name, deps in GRAPH.items()}
+    state: dict[str, str] = {}
+
+    def visit(name: str, trail: list[str]) -> None:
+        state[name] = "open"
+        for dep in sorted(edges[name]):
+            assert state.get(dep) != "open", "import cycle: " + " -> ".join([*trail, name, dep])
+            if dep not in state:
+                visit(dep, [*trail, name])
+        state[name] = "done"
+
+    for name in sorted(modules):
+        if name not in state:
+            visit(name, [])
+
+
+@pytest.mark.parametrize("layer", DOMAIN)
+def test_domain_layers_never_import_the_web_or_the_command_line(layer):
+    offenders = {name: sorted(dep for dep in deps if dep.startswith(("service.web", "service.cli")))
+                 for name, deps in GRAPH.items() if name.startswith(f"service.{layer}")}
+    assert {name: deps for name, deps in offenders.items() if deps} == {}
+
+
+def test_the_web_layer_never_imports_the_command_line():
+    assert {name for name, deps in GRAPH.items()
+            if name.startswith("service.web") and any(d.startswith("service.cli") for d in deps)} == set()
+
+
+@pytest.mark.parametrize("package", sorted(p.parent for p in SERVICE.rglob("__init__.py")))
+def test_every_package_says_what_lives_there_and_the_readme_maps_it(package):
+    assert ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
+    if package.parent == SERVICE:
+        assert f"  {package.name}/" in README, f"README's layout does not list service/{package.name}/"
