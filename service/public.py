@@ -6,6 +6,7 @@ from service.knowledge.articles import StoredArticle, add_article
 from service.retrieval.search import SearchResult, run_search
 from service.runtime import default_runtime
 from service.tickets.queries import get_ticket
+from service.tickets.secrets import new_ticket_secret
 from service.tickets.workflow import answer_ticket as answer
 
 
@@ -33,12 +34,15 @@ def initialize_knowledge_base() -> int:
 
 
 def answer_ticket(subject: str, body: str, email: str | None = None) -> dict:
-    """Store a ticket, answer it (LLM, or extractive offline) and return it with citations."""
+    """Store a ticket, answer it (LLM, or extractive offline) and return it with citations.
 
+    The dict's ``secret`` is the submitter's proof for feedback; it is not stored in clear.
+    """
     runtime = default_runtime()
     fields = {"subject": subject, "body": body}
     if email is not None:
         fields["email"] = email
-    ticket_id = answer(runtime, runtime.chat, fields)
+    secret, digest = new_ticket_secret()
+    ticket_id = answer(runtime, runtime.chat, fields, secret_sha256=digest)
     with runtime.session() as session:
-        return get_ticket(session, ticket_id).to_dict()
+        return get_ticket(session, ticket_id).to_dict() | {"secret": secret}

@@ -27,6 +27,7 @@ from service.providers.llm import OpenAIChatModel
 from service.runtime import Runtime
 from service.tickets.answering import HANDOFF_MESSAGE, SYSTEM_PROMPT, extractive_answer, ticket_query
 from service.tickets.queries import add_feedback, get_ticket
+from service.tickets.secrets import new_ticket_secret, secret_matches, secret_sha256
 from service.tickets.workflow import answer_ticket
 
 from .helpers import FailingEmbedder, assert_error
@@ -666,3 +667,25 @@ def test_ticket_commands_close_their_database_connections_before_returning(cli_e
     finally:
         engine.dispose()
         gc.collect()  # finalise any leaked connection here rather than in a later test
+
+
+# --- the per-ticket secret -------------------------------------------------------------------------
+
+def test_submission_returns_a_secret_whose_hash_alone_is_stored(anonymous_client, seeded):
+    response = anonymous_client.post("/api/tickets", json=dict(PASSWORD))
+    assert response.status_code == 201
+    secret = response.get_json()["secret"]
+    assert isinstance(secret, str) and len(secret) >= 32
+    ticket_id = response.get_json()["ticket"]["id"]
+    with seeded.session() as session:
+        stored = session.execute(sa.text("SELECT secret_sha256 FROM tickets WHERE id = :id"),
+                                 {"id": ticket_id}).scalar()
+    assert stored == secret_sha256(secret) and secret not in stored
+    assert secret_matches(stored, secret)
+    assert not secret_matches(stored, secret[:-1] + ("A" if secret[-1] != "A" else "B"))
+    assert not secret_matches(None, secret) and not secret_matches(stored, "")
+    assert "secret" not in response.get_json()["ticket"]
+
+
+def test_two_submissions_get_different_secrets():
+    assert len({new_ticket_secret()[0] for _ in range(50)}) == 50

@@ -41,7 +41,8 @@ def _print_results(results, weights, as_json: bool, *, explain: bool = False) ->
 @click.command()
 @click.option("--title", required=True)
 @click.option("--content", help="Article text (or use --file).")
-@click.option("--file", "file_", type=click.File("r", encoding="utf-8"), help="Read the content from a file ('-' for stdin).")
+@click.option("--file", "file_", type=click.File("r", encoding="utf-8"),
+              help="Read the content from a file ('-' for stdin).")
 @click.option("--category")
 @click.option("--importance", type=float, default=1.0, show_default=True)
 def add(title: str, content: str | None, file_, category: str | None, importance: float) -> None:
@@ -140,7 +141,8 @@ def reembed(batch_size: int) -> None:
               help="Retrieval mode(s) to measure (repeatable; default RETRIEVAL_MODE).")
 @click.option("--fusion", type=click.Choice(["convex", "rrf"]), help="Override FUSION_METHOD.")
 @click.option("--vector-weight", type=float, help="Override HYBRID_VECTOR_WEIGHT.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (one per mode, keyed by mode, if several).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object (one per mode, keyed by mode, if several).")
 def eval_command(corpus: Path, queries: Path, qrels: Path, modes: tuple[str, ...], fusion: str | None,
                  vector_weight: float | None, as_json: bool) -> None:
     """Measure search on CORPUS.jsonl / QUERIES.jsonl / QRELS.tsv in a throwaway schema."""

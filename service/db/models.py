@@ -159,6 +159,8 @@ class Ticket(Base):
         sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     )
     answered_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
+    # SHA-256 of the secret handed to the submitter (service.tickets.secrets); NULL for older tickets.
+    secret_sha256: Mapped[str | None] = mapped_column(sa.Text, nullable=True, deferred=True)
 
     __table_args__ = (
         sa.CheckConstraint(sa.column("status").in_(TICKET_STATUSES), name="tickets_status_valid"),

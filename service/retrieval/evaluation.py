@@ -91,7 +91,8 @@ def summarise(runs: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> d
 def corpus_articles(corpus: list[dict]) -> list[dict]:
     """Eval documents as article fields (importance 1, created now)."""
     return [
-        {"title": (doc.get("title") or doc["id"])[:TITLE_MAX], "content": (doc.get("text") or doc.get("title") or doc["id"])[:CONTENT_MAX],
+        {"title": (doc.get("title") or doc["id"])[:TITLE_MAX],
+         "content": (doc.get("text") or doc.get("title") or doc["id"])[:CONTENT_MAX],
          "category": None, "importance": 1.0}
         for doc in corpus
     ]

@@ -116,12 +116,16 @@ def _store(session, ticket_id: int, draft: Draft, results: list[SearchResult], g
         ))
 
 
-def answer_ticket(runtime: Runtime, chat: ChatModel | None, fields: dict[str, Any]) -> int:
-    """Store, answer and record a ticket; returns its id. Only invalid input raises."""
+def answer_ticket(runtime: Runtime, chat: ChatModel | None, fields: dict[str, Any], *,
+                  secret_sha256: str | None = None) -> int:
+    """Store, answer and record a ticket; returns its id. Only invalid input raises.
+
+    ``secret_sha256`` is the digest of the secret the caller hands to the submitter (see tickets.secrets).
+    """
     cleaned = clean_ticket_fields(fields)
     started = time.perf_counter()
     with runtime.session() as session:
-        ticket = Ticket(**cleaned, status="received")
+        ticket = Ticket(**cleaned, status="received", secret_sha256=secret_sha256)
         session.add(ticket)
         session.flush()
         ticket_id = ticket.id

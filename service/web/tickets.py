@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, jsonify, request, url_for
 
 from service.tickets.queries import add_feedback, content_gaps, get_ticket, list_tickets
+from service.tickets.secrets import new_ticket_secret
 from service.tickets.workflow import answer_ticket
 from service.web.requests import db, int_arg, json_body, page_count, runtime
 
@@ -13,10 +14,14 @@ tickets_api = Blueprint("tickets_api", __name__, url_prefix="/api")
 
 @tickets_api.post("/tickets")
 def tickets_create():
-    """Store and answer a ticket; 201 with status, answer, mode and cited articles."""
+    """Store and answer a ticket; 201 with status, answer, mode, cited articles and the ticket's secret.
+
+    The secret is shown once: it is the submitter's proof for feedback and the customer's ticket page.
+    """
     rt = runtime()
-    ticket_id = answer_ticket(rt, rt.chat, json_body())
-    response = jsonify({"ticket": get_ticket(db(), ticket_id).to_dict()})
+    secret, digest = new_ticket_secret()
+    ticket_id = answer_ticket(rt, rt.chat, json_body(), secret_sha256=digest)
+    response = jsonify({"ticket": get_ticket(db(), ticket_id).to_dict(), "secret": secret})
     response.status_code = 201
     response.headers["Location"] = url_for("tickets_api.tickets_show", ticket_id=ticket_id)
     return response

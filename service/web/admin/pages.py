@@ -71,8 +71,8 @@ def _iso_when(value: str | None) -> str:
 
 @admin.context_processor
 def _nav() -> dict[str, Any]:
-    return {"identity": g.get("identity"), "import_url": url_for("admin_import.upload"), "importance_badge": importance_badge,
-            "weights": vars(runtime().weights)}
+    return {"identity": g.get("identity"), "import_url": url_for("admin_import.upload"),
+            "importance_badge": importance_badge, "weights": vars(runtime().weights)}
 
 
 @admin.after_request
