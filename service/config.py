@@ -60,6 +60,7 @@ class Settings:
     embedding_timeout: float = 30.0
     embedding_max_retries: int = 3
     embedding_batch_size: int = 64
+    embedding_max_tokens: int = 8191  # OpenAI embedding models' input window
     similarity_weight: float = 0.8
     recency_weight: float = 0.2
     recency_window_days: float = 365.0
@@ -74,6 +75,7 @@ class Settings:
     llm_max_retries: int = 2
     llm_temperature: float = 0.1
     llm_max_tokens: int = 600
+    llm_context_chars: int = 6000
     answer_min_similarity: float = 0.30
     # Admin and access: see docs/admin.md. The secret key never appears in a repr or log line.
     secret_key: str | None = field(default=None, repr=False)
@@ -83,7 +85,7 @@ class Settings:
     retrieval_mode: str = "vector"
     fusion_method: str = "convex"
     hybrid_vector_weight: float = 0.95
-    lexical_leg_limit: int = 200
+    retrieval_granularity: str = "section"
     search_statement_timeout_ms: int = 2000
 
     @classmethod
@@ -109,6 +111,7 @@ class Settings:
             embedding_timeout=_float(env, "EMBEDDING_TIMEOUT", 30.0),
             embedding_max_retries=_int(env, "EMBEDDING_MAX_RETRIES", 3),
             embedding_batch_size=_int(env, "EMBEDDING_BATCH_SIZE", 64),
+            embedding_max_tokens=_int(env, "EMBEDDING_MAX_TOKENS", 8191),
             similarity_weight=_float(env, "SEARCH_SIMILARITY_WEIGHT", 0.8),
             recency_weight=_float(env, "SEARCH_RECENCY_WEIGHT", 0.2),
             recency_window_days=_float(env, "SEARCH_RECENCY_WINDOW_DAYS", 365.0),
@@ -123,6 +126,7 @@ class Settings:
             llm_max_retries=_int(env, "LLM_MAX_RETRIES", 2),
             llm_temperature=_float(env, "LLM_TEMPERATURE", 0.1),
             llm_max_tokens=_int(env, "LLM_MAX_TOKENS", 600),
+            llm_context_chars=_int(env, "LLM_CONTEXT_CHARS", 6000),
             answer_min_similarity=_float(env, "ANSWER_MIN_SIMILARITY", 0.30),
             secret_key=env.get("SUPPORTRAG_SECRET_KEY") or None,
             public_search=(env.get("SUPPORTRAG_PUBLIC_SEARCH", "1") not in ("0", "false", "no")),
@@ -131,7 +135,7 @@ class Settings:
             retrieval_mode=env.get("RETRIEVAL_MODE") or "vector",
             fusion_method=env.get("FUSION_METHOD") or "convex",
             hybrid_vector_weight=_float(env, "HYBRID_VECTOR_WEIGHT", 0.95),
-            lexical_leg_limit=_int(env, "LEXICAL_LEG_LIMIT", 200),
+            retrieval_granularity=env.get("RETRIEVAL_GRANULARITY") or "section",
             search_statement_timeout_ms=_int(env, "SEARCH_STATEMENT_TIMEOUT_MS", 2000),
         )
         settings.validate()
@@ -145,6 +149,8 @@ class Settings:
             raise ConfigError(f"EMBEDDING_DIMENSIONS must be between 1 and {VECTOR_DIMENSIONS}")
         if self.embedding_batch_size < 1:
             raise ConfigError("EMBEDDING_BATCH_SIZE must be at least 1")
+        if self.embedding_max_tokens < 32:
+            raise ConfigError("EMBEDDING_MAX_TOKENS must be at least 32")
         if not self.embedding_timeout > 0:
             raise ConfigError("EMBEDDING_TIMEOUT must be positive")
         if self.embedding_max_retries < 0:
@@ -155,6 +161,8 @@ class Settings:
             raise ConfigError("LLM_TIMEOUT must be positive")
         if self.llm_max_retries < 0 or self.llm_max_tokens < 1:
             raise ConfigError("LLM_MAX_RETRIES must be >= 0 and LLM_MAX_TOKENS >= 1")
+        if self.llm_context_chars < 500:
+            raise ConfigError("LLM_CONTEXT_CHARS must be at least 500")
         if not -1.0 <= self.answer_min_similarity <= 1.0:
             raise ConfigError("ANSWER_MIN_SIMILARITY must be between -1 and 1")
         if self.retrieval_mode not in ("vector", "lexical", "hybrid"):
@@ -163,8 +171,10 @@ class Settings:
             raise ConfigError("FUSION_METHOD must be convex or rrf")
         if not 0.0 <= self.hybrid_vector_weight <= 1.0:
             raise ConfigError("HYBRID_VECTOR_WEIGHT must be between 0 and 1")
-        if self.lexical_leg_limit < 1 or self.search_statement_timeout_ms < 1:
-            raise ConfigError("LEXICAL_LEG_LIMIT and SEARCH_STATEMENT_TIMEOUT_MS must be positive")
+        if self.retrieval_granularity not in ("section", "article"):
+            raise ConfigError(f"RETRIEVAL_GRANULARITY must be section or article, got {self.retrieval_granularity!r}")
+        if self.search_statement_timeout_ms < 1:
+            raise ConfigError("SEARCH_STATEMENT_TIMEOUT_MS must be positive")
         if not 0 <= self.port <= 65535:
             raise ConfigError("PORT must be between 0 and 65535")
 

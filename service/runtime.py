@@ -76,7 +76,8 @@ class Runtime:
 
         s = self.settings
         return RetrievalSettings(mode=s.retrieval_mode, fusion=s.fusion_method, vector_weight=s.hybrid_vector_weight,
-                                 lexical_limit=s.lexical_leg_limit, statement_timeout_ms=s.search_statement_timeout_ms)
+                                 granularity=s.retrieval_granularity,
+                                 statement_timeout_ms=s.search_statement_timeout_ms)
 
     @contextmanager
     def session(self) -> Iterator[Session]:

@@ -260,3 +260,22 @@ def test_preview_for_a_pending_article_says_search_never_returns_it(client, runt
             "INSERT INTO knowledge_base (title, content) VALUES ('Pending', 'No vector.') RETURNING id")).scalar_one()
     article = preview(client, query="password", article_id=article_id)["article"]
     assert article["score"] is None and "not embedded" in article["note"]
+
+
+def test_article_page_lists_its_sections_with_their_embedding_status(admin_client, client, seeded):
+    reset = next(a for a in client.get("/api/articles").get_json()["articles"] if a["title"] == "Reset your password")
+    html = page(admin_client, f"/admin/articles/{reset['id']}")
+    assert "Didn&#39;t get the reset email?" in html and "(lead)" in html and "(heading)" in html
+    assert html.count('<span class="status status-embedded">embedded</span>') >= 9  # lead, 4 sections, 4 headings
+    assert "status-pending" not in html
+
+
+def test_preview_names_the_matched_section_inside_and_outside_the_top(client, seeded):
+    articles = {a["title"]: a for a in client.get("/api/articles").get_json()["articles"]}
+    data = preview(client, query="my card was declined", limit=1, article_id=articles["Reset your password"]["id"])
+    assert data["results"][0]["section"] == "Payment methods accepted › Payment declined?"
+    outside = data["article"]
+    assert outside["rank"] is None and outside["section"].startswith("Reset your password › ")
+    wide = client.post("/api/search", json={"query": "my card was declined", "limit": 5}).get_json()["results"]
+    same = next(r for r in wide if r["id"] == outside["id"])
+    assert (outside["section"], outside["score"]) == (same["section"], pytest.approx(same["score"], abs=1e-6))

@@ -14,7 +14,9 @@ from service.tickets.answering import (
     build_messages,
     decide_answerability,
     extractive_answer,
+    fit_to_budget,
     parse_citations,
+    readable,
     says_cannot_answer,
     strip_invalid_citations,
     ticket_query,
@@ -273,5 +275,34 @@ def test_extractive_answer_quotes_the_best_passage_and_cites_it_as_one():
 
     assert "How to request a refund" in answer
     assert parse_citations(answer, 1) == ([1], [])
-    assert best_passage(ARTICLE, "refund money") in answer
+    assert readable(best_passage(ARTICLE, "refund money")) in answer
     assert answer.index("[1]") < answer.index("Items can be returned")
+    assert "## " not in answer  # quoted as readable text, not raw markdown
+
+
+def test_extractive_answer_names_the_matched_section():
+    answer = extractive_answer("Reset your password", "- Check your spam folder.\n- Wait a few minutes.",
+                               "reset email never arrived", "Didn't get the reset email?")
+    assert "section “Didn't get the reset email?”" in answer
+    assert "• Check your spam folder." in answer and "- Check" not in answer
+
+
+@pytest.mark.parametrize(("markdown", "expected"), [
+    ("## Heading ##\ntext", "Heading\ntext"),
+    ("- one\n  * two\n+ three", "• one\n  • two\n• three"),
+    ("Use **bold** and __strong__ words", "Use bold and strong words"),
+    ("```bash\nmake\n```", "make\n"),
+    ("1. First step", "1. First step"),
+])
+def test_readable_removes_markdown_markers(markdown, expected):
+    assert readable(markdown) == expected
+
+
+@pytest.mark.parametrize(("texts", "budget", "expected"), [
+    (["a" * 100, "b" * 100], 1000, ["a" * 100, "b" * 100]),
+    (["aaa " * 100, "bbb " * 100], 600, ["aaa " * 100, ("bbb " * 50).rstrip() + " …"]),
+    (["aaa " * 100, "bbb " * 100], 450, ["aaa " * 100]),
+    (["word " * 300], 100, [("word " * 40).rstrip() + " …"]),
+])
+def test_context_fits_the_budget_in_rank_order_and_is_never_empty(texts, budget, expected):
+    assert fit_to_budget(texts, budget) == expected

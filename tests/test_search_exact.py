@@ -122,3 +122,80 @@ def test_recency_uses_the_same_age_as_the_pure_function(session):
     result = search(session, limit=1)[0]
     assert result.recency == pytest.approx(recency(age_in_days(result.created_at, NOW)), abs=1e-9)
     assert result.recency == pytest.approx(1 - 90 / 365, abs=1e-9)
+
+
+# --- sections: an article scores by the best of its own vector and its sections' ------------------------
+
+def insert_section(session, article_id: int, ordinal: int, vector, *, model=MODEL, path=("Part",)) -> int:
+    return session.execute(sa.text("""
+        INSERT INTO knowledge_sections (article_id, ordinal, heading_path, content, char_start, char_end,
+                                        content_sha256, embedding, embedding_model)
+        VALUES (:article_id, :ordinal, :path, :content, 0, 1, :sha, :embedding, :model) RETURNING id
+    """), {"article_id": article_id, "ordinal": ordinal, "path": list(path), "content": f"section {ordinal}",
+           "sha": f"{article_id}-{ordinal}", "embedding": vector,
+           "model": model if vector is not None else None}).scalar_one()
+
+
+def test_an_article_is_found_by_a_section_deep_inside_it(session):
+    card_only = insert(session, "close card", with_similarity(0.60, 1))
+    deep = insert(session, "weak card, strong section", with_similarity(0.10, 2))
+    insert_section(session, deep, 0, with_similarity(0.10, 3), path=())
+    matched = insert_section(session, deep, 1, with_similarity(0.90, 4), path=("Payment declined?",))
+
+    results = search(session, limit=2)
+
+    assert [r.id for r in results] == [deep, card_only]
+    assert results[0].similarity == pytest.approx(0.90, abs=1e-6)
+    assert results[0].section_similarity == pytest.approx(0.90, abs=1e-6)
+    assert (results[0].section_id, results[0].section_path) == (matched, ("Payment declined?",))
+    assert results[0].score == pytest.approx(0.9 * 0.8 + 0.2, abs=1e-6)
+
+
+def test_pending_sections_and_sections_of_another_model_do_not_count(session):
+    article = insert(session, "article", with_similarity(0.20, 1))
+    insert_section(session, article, 0, None)
+    insert_section(session, article, 1, with_similarity(0.95, 2), model="some-other-model")
+    [result] = search(session, limit=1)
+    assert result.similarity == pytest.approx(0.20, abs=1e-6)
+    assert result.section_similarity is None
+
+
+def test_a_section_never_makes_an_article_without_its_own_vector_searchable(session):
+    pending = insert(session, "pending card", None)
+    insert_section(session, pending, 0, unit(0))
+    assert search(session, limit=5) == []
+
+
+def test_article_granularity_ignores_sections(session):
+    article = insert(session, "article", with_similarity(0.30, 1))
+    insert_section(session, article, 0, with_similarity(0.90, 2))
+    [result] = search_by_vector(session, unit(0), model=MODEL, limit=1, weights=WEIGHTS, now=NOW,
+                                granularity="article")
+    assert result.similarity == pytest.approx(0.30, abs=1e-6)
+
+
+def test_sql_top_k_with_sections_equals_brute_force(session):
+    rng = np.random.default_rng(11)
+    articles = []  # (id, best-of vectors as unit rows, age, importance)
+    for index in range(120):
+        count = int(rng.integers(0, 6))  # 0..5 sections
+        vectors = []
+        for _ in range(count + 1):
+            vector = np.zeros(1536, dtype=np.float32)
+            vector[:16] = rng.standard_normal(16)
+            vectors.append(vector)
+        age, importance = float(rng.uniform(0, 730)), float(rng.uniform(0, 2))
+        article_id = insert(session, f"article {index}", vectors[0], age_days=age, importance=importance)
+        for ordinal, vector in enumerate(vectors[1:]):
+            insert_section(session, article_id, ordinal, vector)
+        articles.append((article_id, np.stack([v / np.linalg.norm(v) for v in vectors]), age, importance))
+
+    for _ in range(20):
+        query = np.zeros(1536, dtype=np.float32)
+        query[:16] = rng.standard_normal(16)
+        q = query / np.linalg.norm(query)
+        expected = sorted(((final_score(float((m @ q).max()), recency(age), imp), aid)
+                           for aid, m, age, imp in articles), key=lambda pair: (-pair[0], pair[1]))[:10]
+        results = search(session, query=query, limit=10)
+        assert [r.id for r in results] == [aid for _, aid in expected]
+        assert [r.score for r in results] == pytest.approx([score for score, _ in expected], abs=1e-5)

@@ -31,8 +31,11 @@ def ask(text: str, subject: str | None, as_json: bool) -> None:
         click.echo("\nretrieved articles:")
     for c in ticket.citations:
         mark = "cited" if c["cited"] else "     "
-        click.echo(f"  [{c['rank']}] {mark} {c['title']}  score {c['score']:.4f} (similarity {c['similarity']:.4f}, "
+        similarity = "n/a (keyword search only)" if c["similarity"] is None else f"{c['similarity']:.4f}"
+        click.echo(f"  [{c['rank']}] {mark} {c['title']}  score {c['score']:.4f} (similarity {similarity}, "
                    f"recency {c['recency']:.4f}, importance {c['importance']:.2f})")
+        if c["section"]:
+            click.echo(f"             section: {c['section']}")
 
 
 @click.command()

@@ -116,6 +116,37 @@ class Article(Base):
     )
 
 
+SECTION_KINDS = ("text", "heading")
+
+
+class ArticleSection(Base):
+    """One embedded part of an article: a markdown section, or a window of a long one (the retrieval unit)."""
+
+    __tablename__ = "knowledge_sections"
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=False), primary_key=True)
+    article_id: Mapped[int] = mapped_column(
+        sa.BigInteger, sa.ForeignKey("knowledge_base.id", ondelete="CASCADE"), nullable=False
+    )
+    ordinal: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    heading_path: Mapped[list[str]] = mapped_column(ARRAY(sa.Text), nullable=False, server_default="{}")
+    content: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    # "text": the section (or a window of it) is embedded; "heading": its title and heading path alone.
+    kind: Mapped[str] = mapped_column(sa.Text, nullable=False, server_default="text")
+    char_start: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    char_end: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    # SHA-256 of the embedded text (title, heading path, window): unchanged sections are never re-embedded.
+    content_sha256: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    embedding: Mapped[Any | None] = mapped_column(BinaryVector(VECTOR_DIMENSIONS), nullable=True, deferred=True)
+    embedding_model: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+
+    __table_args__ = (
+        sa.UniqueConstraint("article_id", "ordinal", name="knowledge_sections_article_ordinal"),
+        sa.CheckConstraint("char_start >= 0 AND char_end >= char_start", name="knowledge_sections_span"),
+        sa.CheckConstraint(sa.column("kind").in_(SECTION_KINDS), name="knowledge_sections_kind"),
+    )
+
+
 class SynonymGroup(Base):
     """Terms the lexical leg treats as equivalent (e.g. refund, money back)."""
 
@@ -216,6 +247,9 @@ class TicketCitation(Base):
     recency: Mapped[float] = mapped_column(sa.Double, nullable=False)
     importance: Mapped[float] = mapped_column(sa.Double, nullable=False)
     score: Mapped[float] = mapped_column(sa.Double, nullable=False)
+    # The matched section at answer time ("Title › Heading"; NULL for the lead or keyword-only answers).
+    section_label: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    section_similarity: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
 
     __table_args__ = (
         sa.Index("ticket_citations_ticket", "ticket_id"),

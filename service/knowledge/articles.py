@@ -10,8 +10,9 @@ from typing import Any, Callable
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from service.db.models import Article
-from service.providers.embeddings import Embedder, EmbeddingError, article_embedding_text, embed_padded, text_sha256
+from service.db.models import Article, ArticleSection
+from service.knowledge.indexing import IndexInput, index_articles
+from service.providers.embeddings import Embedder, EmbeddingError
 from service.validation import clean_article_fields
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,9 @@ def embedding_status(has_embedding: bool, row_model: str | None, active_model: s
 
 
 def _has_embedding_column():
-    return Article.embedding.is_not(None).label("has_embedding")
+    """True when the article's own vector and every section's vector are stored (of whichever model)."""
+    section_pending = sa.exists().where(ArticleSection.article_id == Article.id, ArticleSection.embedding.is_(None))
+    return sa.and_(Article.embedding.is_not(None), ~section_pending).label("has_embedding")
 
 
 def _to_stored(article: Article, has_embedding: bool, active_model: str,
@@ -83,17 +86,9 @@ def _to_stored(article: Article, has_embedding: bool, active_model: str,
     )
 
 
-def _embed_into(article: Article, embedder: Embedder) -> str | None:
-    """Set the article's vector; on provider failure leave it NULL (pending) and return why."""
-    text = article_embedding_text(article.title, article.content, article.category)
-    try:
-        vector = embed_padded(embedder, [text])[0]
-    except EmbeddingError as exc:
-        log.warning("embedding failed, article stored as pending: %s", exc)
-        article.embedding, article.embedding_model, article.content_sha256 = None, None, None
-        return str(exc)
-    article.embedding, article.embedding_model, article.content_sha256 = vector, embedder.model_name, text_sha256(text)
-    return None
+def _index(session: Session, article: Article, embedder: Embedder) -> str | None:
+    """Embed the flushed article through its sections; on provider failure what is missing stays pending."""
+    return index_articles(session, embedder, [IndexInput(article.id, article.title, article.content)])
 
 
 def add_article(session: Session, embedder: Embedder, fields: dict[str, Any], *,
@@ -103,11 +98,11 @@ def add_article(session: Session, embedder: Embedder, fields: dict[str, Any], *,
     article = Article(**cleaned)
     if source is not None:
         article.source_path, article.source_sha256 = source.path, source.sha256
-    error = _embed_into(article, embedder)
     session.add(article)
     session.flush()
+    error = _index(session, article, embedder)
     session.refresh(article, ["created_at", "updated_at"])
-    return _to_stored(article, error is None, embedder.model_name, error)
+    return _to_stored(article, article.content_sha256 is not None and error is None, embedder.model_name, error)
 
 
 def get_article(session: Session, article_id: int, active_model: str) -> StoredArticle:
@@ -133,11 +128,11 @@ def update_article(session: Session, embedder: Embedder, article_id: int,
         setattr(article, name, value)
     if source is not None:
         article.source_path, article.source_sha256 = source.path, source.sha256
+    text_changed = any(name in cleaned for name in ("title", "content"))
+    session.flush()
     error = None
-    text = article_embedding_text(article.title, article.content, article.category)
-    unchanged = article.content_sha256 == text_sha256(text) and article.embedding_model == embedder.model_name
-    if not unchanged:
-        error = _embed_into(article, embedder)
+    if text_changed or _needs_embedding(session, article.id, embedder.model_name):
+        error = _index(session, article, embedder)  # unchanged sections keep their vectors (by hash)
     if cleaned:
         article.updated_at = sa.func.clock_timestamp()  # now() is the transaction's start
     session.flush()
@@ -194,34 +189,47 @@ def knowledge_stats(session: Session, active_model: str) -> dict[str, Any]:
     return counts
 
 
+# An article needs (re-)embedding when its own vector or any section's is missing or from another model,
+# or when it has no sections yet (a database from before sections: `supportrag db upgrade`, then `reembed`).
+NEEDS_EMBEDDING = sa.or_(
+    Article.embedding.is_(None),
+    Article.embedding_model.is_distinct_from(sa.bindparam("active_model")),
+    ~sa.exists().where(ArticleSection.article_id == Article.id),
+    sa.exists().where(ArticleSection.article_id == Article.id, sa.or_(
+        ArticleSection.embedding.is_(None),
+        ArticleSection.embedding_model.is_distinct_from(sa.bindparam("active_model")))),
+)
+
+
+def _needs_embedding(session: Session, article_id: int, active_model: str) -> bool:
+    """Whether this article's vectors are incomplete or stale."""
+    return session.execute(sa.select(sa.exists().where(Article.id == article_id, NEEDS_EMBEDDING)),
+                           {"active_model": active_model}).scalar_one()
+
+
 def articles_needing_embedding(session: Session, active_model: str, *, limit: int) -> list[Article]:
-    """Rows with no vector or a vector from another model, oldest id first, locked for update."""
+    """Articles whose vectors are incomplete or stale, oldest id first, locked for update."""
     return list(session.scalars(
-        sa.select(Article)
-        .where(sa.or_(Article.embedding.is_(None), Article.embedding_model.is_distinct_from(active_model)))
-        .order_by(Article.id).limit(limit).with_for_update(skip_locked=True)
+        sa.select(Article).where(NEEDS_EMBEDDING).order_by(Article.id).limit(limit)
+        .with_for_update(skip_locked=True), {"active_model": active_model}
     ))
 
 
 def count_needing_embedding(session: Session, active_model: str) -> int:
-    """How many rows ``reembed`` would touch."""
-    return session.execute(sa.select(sa.func.count()).select_from(Article).where(
-        sa.or_(Article.embedding.is_(None), Article.embedding_model.is_distinct_from(active_model))
-    )).scalar_one()
+    """How many articles ``reembed`` would touch."""
+    return session.execute(sa.select(sa.func.count()).select_from(Article).where(NEEDS_EMBEDDING),
+                           {"active_model": active_model}).scalar_one()
 
 
 def reembed_batch(session: Session, embedder: Embedder, *, batch_size: int = 64,
                   on_progress: Callable[[int], None] | None = None) -> int:
-    """Embed one batch of pending/stale rows in one provider call; returns how many were done."""
+    """Embed one batch of articles needing it (unchanged sections keep their vectors); returns how many."""
     articles = articles_needing_embedding(session, embedder.model_name, limit=batch_size)
     if not articles:
         return 0
-    texts = [article_embedding_text(a.title, a.content, a.category) for a in articles]
-    vectors = embed_padded(embedder, texts)  # a failure here aborts the batch; nothing is lost
-    for article, text, vector in zip(articles, texts, vectors):
-        article.embedding, article.embedding_model = vector, embedder.model_name
-        article.content_sha256 = text_sha256(text)
-    session.flush()
+    error = index_articles(session, embedder, [IndexInput(a.id, a.title, a.content) for a in articles])
+    if error:  # abort the batch (the caller rolls back); nothing is lost
+        raise EmbeddingError(error)
     if on_progress:
         on_progress(len(articles))
     return len(articles)
@@ -244,21 +252,11 @@ def bulk_add_articles(session: Session, embedder: Embedder, items: list[dict[str
         if sources is not None:
             batch = [{**fields, "source_path": source.path, "source_sha256": source.sha256}
                      for fields, source in zip(batch, sources[start:start + batch_size])]
-        texts = [article_embedding_text(a["title"], a["content"], a.get("category")) for a in batch]
-        try:
-            vectors = list(embed_padded(embedder, texts))
-            model, hashes = embedder.model_name, [text_sha256(t) for t in texts]
-        except EmbeddingError as exc:
-            log.warning("embedding failed for %d articles, stored as pending: %s", len(batch), exc)
-            vectors, model, hashes = [None] * len(batch), None, [None] * len(batch)
-        rows = [
-            {**fields, "embedding": vector, "embedding_model": model if vector is not None else None,
-             "content_sha256": digest}
-            for fields, vector, digest in zip(batch, vectors, hashes)
-        ]
-        ids.extend(session.scalars(
-            sa.insert(Article).returning(Article.id, sort_by_parameter_order=True), rows
+        new_ids = list(session.scalars(
+            sa.insert(Article).returning(Article.id, sort_by_parameter_order=True), batch
         ))
+        index_articles(session, embedder, [IndexInput(i, a["title"], a["content"]) for i, a in zip(new_ids, batch)])
+        ids.extend(new_ids)
         if on_progress:
             on_progress(len(batch))
     return ids

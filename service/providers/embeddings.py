@@ -6,7 +6,7 @@ import hashlib
 import logging
 import os
 import threading
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -20,13 +20,36 @@ class EmbeddingError(RuntimeError):
 
 
 class Embedder(Protocol):
-    """Turns texts into unit-free vectors of ``dimensions`` floats."""
+    """Turns texts into unit-free vectors of ``dimensions`` floats.
+
+    A provider may also say how many tokens it reads (``input_window_tokens``) and count them
+    (``count_tokens``); see ``input_window`` and ``token_counter`` for the fallbacks.
+    """
 
     model_name: str
     dimensions: int
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Return an array of shape (len(texts), dimensions)."""
+
+
+DEFAULT_WINDOW_TOKENS = 256  # a provider that does not say: assume MiniLM's window, the smallest we support
+CHARS_PER_TOKEN_ESTIMATE = 3  # conservative for English BPE (about 4 characters a token): windows err short
+
+
+def input_window(embedder: Embedder) -> int:
+    """How many tokens one embedded text may hold before the model drops the rest."""
+    return int(getattr(embedder, "input_window_tokens", DEFAULT_WINDOW_TOKENS))
+
+
+def estimate_tokens(texts: Sequence[str]) -> list[int]:
+    """A conservative token count when the provider's tokenizer is not available here."""
+    return [max(1, -(-len(text) // CHARS_PER_TOKEN_ESTIMATE)) for text in texts]
+
+
+def token_counter(embedder: Embedder) -> Callable[[Sequence[str]], list[int]]:
+    """The provider's own token counter, or the conservative estimate."""
+    return getattr(embedder, "count_tokens", estimate_tokens)
 
 
 def article_embedding_text(title: str, content: str, category: str | None = None) -> str:
@@ -99,6 +122,18 @@ class LocalEmbedder:
                 log.info("loaded local embedding model from %s", path)
             return cls._model
 
+    @property
+    def input_window_tokens(self) -> int:
+        """The model's window (256 word pieces for MiniLM) less the [CLS] and [SEP] tokens it adds."""
+        return int(self._load().max_seq_length) - 2
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Word pieces of each text, as the model's own tokenizer splits it."""
+        if not texts:
+            return []
+        encoded = self._load().tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        return [len(ids) for ids in encoded]
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Normalised MiniLM vectors, batched."""
         model = self._load()
@@ -138,6 +173,7 @@ class OpenAIEmbedder:
         suffix = f"@{settings.embedding_dimensions}" if settings.embedding_dimensions else ""
         self.model_name = f"openai:{self.model}{suffix}"
         self.batch_size = settings.embedding_batch_size
+        self.input_window_tokens = settings.embedding_max_tokens
         # The SDK retries 408/409/429/5xx and connection errors with exponential backoff.
         self.client = OpenAI(
             api_key=settings.embedding_api_key or "not-needed",

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from service.knowledge.articles import get_article
+from service.knowledge.sections import PATH_SEPARATOR
 from service.providers.embeddings import embed_padded
 from service.retrieval.ranking import age_in_days, final_score, recency
 from service.retrieval.search import run_search
@@ -23,12 +24,20 @@ from service.runtime import Runtime
 
 PREVIEW_LIMIT_DEFAULT = 5
 
-# The cosine leg of SEARCH_EXACT_SQL (service/retrieval.py) for one article: the same expression,
-# so the number matches what search would compute for it.
+# The vector leg of service/retrieval/sql.py for one article, with the same expressions, so the numbers
+# match what search computes: its own vector's cosine and its best section's.
 ARTICLE_SIMILARITY_SQL = sa.text("""
-SELECT 1.0 - (embedding <=> :query_vector) AS similarity
-FROM knowledge_base
-WHERE id = :id AND embedding IS NOT NULL AND embedding_model = :model
+SELECT 1.0 - (kb.embedding <=> CAST(:query_vector AS vector)) AS card_similarity,
+       best.similarity AS section_similarity, best.heading_path
+FROM knowledge_base kb
+LEFT JOIN LATERAL (
+    SELECT 1.0 - (s.embedding <=> CAST(:query_vector AS vector)) AS similarity, s.heading_path
+    FROM knowledge_sections s
+    WHERE s.article_id = kb.id AND s.embedding IS NOT NULL AND s.embedding_model = :model
+    ORDER BY s.embedding <=> CAST(:query_vector AS vector), s.ordinal
+    LIMIT 1
+) best ON true
+WHERE kb.id = :id AND kb.embedding IS NOT NULL AND kb.embedding_model = :model
 """)
 
 
@@ -64,14 +73,18 @@ def _article_outside_results(session: Session, runtime: Runtime, query: str, art
     if mode != "vector":
         return {**base, "note": f"outside the top results; its {mode} relevance is only known inside them"}
     vector = embed_padded(runtime.embedder, [query])[0]
-    similarity = session.execute(ARTICLE_SIMILARITY_SQL, {
+    row = session.execute(ARTICLE_SIMILARITY_SQL, {
         "query_vector": np.asarray(vector, dtype=np.float32), "id": article_id,
-        "model": runtime.embedder.model_name}).scalar_one()
+        "model": runtime.embedder.model_name}).one()
+    similarity, section = row.card_similarity, None
+    if runtime.retrieval.granularity == "section" and row.section_similarity is not None:
+        similarity = max(row.card_similarity, row.section_similarity)
+        section = PATH_SEPARATOR.join((stored.title, *row.heading_path)) if row.heading_path else None
     weights = runtime.weights
     recency_value = recency(age_in_days(stored.created_at, now), weights.recency_window_days)
     score = final_score(float(similarity), recency_value, stored.importance, weights)
     return {**base, "relevance": float(similarity), "similarity": float(similarity), "recency": recency_value,
-            "score": score, "note": "outside the top results"}
+            "score": score, "section": section, "note": "outside the top results"}
 
 
 def preview_ranking(session: Session, runtime: Runtime, query: Any, *, limit: Any = PREVIEW_LIMIT_DEFAULT,

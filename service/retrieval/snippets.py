@@ -1,14 +1,10 @@
-"""Text helpers for results: words, snippets and an article's sections. Pure."""
+"""Text helpers for results: words and snippets. Pure."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-
-from service.knowledge.markdown import scan_lines
 
 SNIPPET_CHARS = 240
-SECTION_SEPARATOR = " › "
 _WORD = re.compile(r"[a-z0-9]+(?:['_-][a-z0-9]+)*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _STOP_WORDS = frozenset(
@@ -38,43 +34,3 @@ def make_snippet(content: str, query: str, max_chars: int = SNIPPET_CHARS) -> st
         return snippet
     cut = snippet.rfind(" ", 0, max_chars - 1)
     return snippet[: cut if cut > 0 else max_chars - 1].rstrip(",;:") + "…"
-
-
-@dataclass(frozen=True)
-class Section:
-    """A part of an article under one heading; ``path`` holds the headings above it."""
-
-    path: tuple[str, ...]
-    text: str
-
-    def label(self, title: str) -> str:
-        """"Title › Heading › Subheading" for citations."""
-        return SECTION_SEPARATOR.join((title, *self.path))
-
-
-def split_sections(content: str) -> list[Section]:
-    """Split markdown at headings, keeping the heading path; text before the first heading has path ()."""
-    sections: list[Section] = []
-    path: list[tuple[int, str]] = []
-    lines: list[str] = []
-
-    def flush() -> None:
-        text = "\n".join(lines).strip()
-        if text:
-            sections.append(Section(tuple(h for _, h in path), text))
-        lines.clear()
-
-    for line, heading in scan_lines(content.splitlines()):
-        if heading is None:
-            lines.append(line)
-            continue
-        flush()
-        path = [(lvl, h) for lvl, h in path if lvl < heading.level] + [(heading.level, heading.text)]
-    flush()
-    return sections
-
-
-def best_section_by_words(sections: list[Section], query: str) -> Section:
-    """The section (heading + text) sharing most words with the query; the first on ties."""
-    wanted = content_words(query)
-    return max(sections, key=lambda s: len(wanted & content_words(" ".join(s.path) + " " + s.text)))

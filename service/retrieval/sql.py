@@ -1,9 +1,22 @@
-"""SQL that fetches ranked articles. Takes a vector, never text."""
+"""SQL that fetches ranked articles, exact over every eligible article. Takes a vector, never text.
+
+One statement per retrieval mode, assembled from named CTE fragments by ``build_statement``:
+- ``eligible``: articles whose own vector is from the active model (the only ones search returns),
+  with their recency (and, when there is a query vector, their own vector's cosine);
+- ``vector_leg``: an article's similarity is the best of its own vector's and its sections' cosine
+  (``granularity="article"``: its own vector only), and which section that was;
+- ``lexical_ranked``: full-text matches with ts_rank (+1 when every word matched), all of them (no LIMIT:
+  a match that recency × importance lifts is never dropped; the caller's statement_timeout bounds it);
+- ``fused``: the relevance that enters ``score = relevance×w_s + recency×w_r×importance``;
+- the final SELECT orders every eligible row by score (ties by id), then reads titles and the matched
+  section for the top-k only: wide columns are never sorted.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 
 import numpy as np
 import sqlalchemy as sa
@@ -11,126 +24,171 @@ from sqlalchemy.orm import Session
 
 from service.retrieval.ranking import RankingWeights, final_score
 
+MODES = ("vector", "lexical", "hybrid")
+GRANULARITIES = ("section", "article")
+FUSIONS = ("convex", "rrf")
 
-def _formula_binds() -> list[sa.BindParameter]:
-    """Typed binds of the ranking formula's parameters, shared by the search statements."""
-    return [
-        sa.bindparam("now", type_=sa.DateTime(timezone=True)),
-        sa.bindparam("window_days", type_=sa.Double),
-        sa.bindparam("similarity_weight", type_=sa.Double),
-        sa.bindparam("recency_weight", type_=sa.Double),
-    ]
-
-
-# Exact top-k of the product formula over every eligible row. The formula is
-# evaluated for all rows before ORDER BY/LIMIT, so a row far down the cosine list
-# but lifted by recency×importance (up to +0.4) is never missed. Vectors are
-# stored PLAIN (in the heap page), so this scan reads no TOAST.
-SEARCH_EXACT_SQL = sa.text("""
-WITH scored AS (
-    SELECT id,
-           title,
-           category,
-           content,
-           importance,
-           created_at,
-           1.0 - (embedding <=> :query_vector) AS similarity,
-           LEAST(1.0, GREATEST(0.0,
-               1.0 - EXTRACT(EPOCH FROM (:now - created_at))::double precision / 86400.0 / :window_days
-           )) AS recency
-    FROM knowledge_base
-    WHERE embedding IS NOT NULL
-      AND embedding_model = :model
-      AND (CAST(:source_prefix AS text) IS NULL OR starts_with(source_path, :source_prefix))
-)
-SELECT id, title, category, content, importance, created_at, similarity, recency,
-       similarity * :similarity_weight + recency * :recency_weight * importance AS score
-FROM scored
-ORDER BY score DESC, id
-LIMIT :limit
-""").bindparams(*_formula_binds())
+_RECENCY = """LEAST(1.0, GREATEST(0.0,
+               1.0 - EXTRACT(EPOCH FROM (:now - kb.created_at))::double precision / 86400.0 / :window_days))"""
+_ELIGIBLE_WHERE = """kb.embedding IS NOT NULL AND kb.embedding_model = :model
+      AND (CAST(:source_prefix AS text) IS NULL OR starts_with(kb.source_path, :source_prefix))"""
 
 
-# The lexical and hybrid paths. The lexical leg is bounded (LIMIT, and the
-# caller's statement_timeout); the vector leg still scans every eligible row, so
-# in hybrid mode the top-k remains exact for the fused formula. Relevance:
-#   lexical: ts_rank / best ts_rank of this query (only lexical matches are returned; ts_rank beat
-#            ts_rank_cd on the dev set, nDCG@10 .711 vs .469, because OR matches have no cover)
-#   hybrid, convex: w·cosine + (1−w)·lexical_norm
-#   hybrid, rrf:    (w/(k+vector_rank) + (1−w)/(k+lexical_rank)) · (k+1)
-# mirroring service.retrieval.ranking.convex_relevance / rrf_relevance.
-SEARCH_FUSED_SQL = sa.text("""
-WITH lexical AS (
-    -- The ranked OR fallback: articles matching every word (the AND query) come first.
-    SELECT id, ts_rank(search_vector, CAST(:tsquery AS tsquery))
-               + CASE WHEN search_vector @@ CAST(:and_tsquery AS tsquery) THEN 1.0 ELSE 0.0 END AS lexical_score
-    FROM knowledge_base
-    WHERE CAST(:tsquery AS text) IS NOT NULL
-      AND search_vector @@ CAST(:tsquery AS tsquery)
-      AND embedding IS NOT NULL AND embedding_model = :model
-      AND (CAST(:source_prefix AS text) IS NULL OR starts_with(source_path, :source_prefix))
-    ORDER BY lexical_score DESC, id
-    LIMIT :lexical_limit
+def _eligible(*, with_vector: bool, lexical_only: bool) -> str:
+    card = "1.0 - (kb.embedding <=> CAST(:query_vector AS vector))" if with_vector else "NULL::double precision"
+    matches = "\n      AND kb.search_vector @@ CAST(:tsquery AS tsquery)" if lexical_only else ""
+    return f"""eligible AS MATERIALIZED (
+    SELECT kb.id, kb.importance, kb.created_at, {_RECENCY} AS recency, {card} AS card_similarity
+    FROM knowledge_base kb
+    WHERE {_ELIGIBLE_WHERE}{matches}
+)"""
+
+
+def _vector_leg(granularity: str) -> str:
+    if granularity == "article":
+        return """vector_leg AS (
+    SELECT id, card_similarity AS similarity, NULL::bigint AS section_id,
+           NULL::double precision AS section_similarity
+    FROM eligible
+)"""
+    return """section_hits AS (
+    SELECT s.article_id, s.id, s.ordinal, s.embedding <=> CAST(:query_vector AS vector) AS distance
+    FROM knowledge_sections s JOIN eligible e ON e.id = s.article_id
+    WHERE s.embedding IS NOT NULL AND s.embedding_model = :model
+),
+best_section AS (
+    SELECT DISTINCT ON (article_id) article_id, id AS section_id, 1.0 - distance AS section_similarity
+    FROM section_hits
+    ORDER BY article_id, distance, ordinal
+),
+vector_leg AS (
+    SELECT e.id, GREATEST(e.card_similarity, coalesce(b.section_similarity, -1.0)) AS similarity,
+           b.section_id, b.section_similarity
+    FROM eligible e LEFT JOIN best_section b ON b.article_id = e.id
+)"""
+
+
+_LEXICAL_LEG = """lexical AS (
+    SELECT kb.id, ts_rank(kb.search_vector, CAST(:tsquery AS tsquery))
+               + CASE WHEN kb.search_vector @@ CAST(:and_tsquery AS tsquery) THEN 1.0 ELSE 0.0 END AS lexical_score
+    FROM knowledge_base kb JOIN eligible e ON e.id = kb.id
+    WHERE kb.search_vector @@ CAST(:tsquery AS tsquery)
 ),
 lexical_ranked AS (
     SELECT id, lexical_score,
            row_number() OVER (ORDER BY lexical_score DESC, id) AS lexical_rank,
            lexical_score / NULLIF(max(lexical_score) OVER (), 0) AS lexical_norm
     FROM lexical
-),
-candidates AS (
-    SELECT kb.id, kb.title, kb.category, kb.content, kb.importance, kb.created_at, kb.search_vector,
-           CASE WHEN CAST(:query_vector AS vector) IS NULL THEN NULL
-                ELSE 1.0 - (kb.embedding <=> CAST(:query_vector AS vector)) END AS similarity,
-           CASE WHEN CAST(:query_vector AS vector) IS NULL THEN NULL
-                ELSE row_number() OVER (ORDER BY kb.embedding <=> CAST(:query_vector AS vector), kb.id) END
-               AS vector_rank,
-           lr.lexical_score, lr.lexical_rank, lr.lexical_norm,
-           LEAST(1.0, GREATEST(0.0,
-               1.0 - EXTRACT(EPOCH FROM (:now - kb.created_at))::double precision / 86400.0 / :window_days
-           )) AS recency
-    FROM knowledge_base kb
-    LEFT JOIN lexical_ranked lr ON lr.id = kb.id
-    WHERE kb.embedding IS NOT NULL AND kb.embedding_model = :model
-      AND (CAST(:source_prefix AS text) IS NULL OR starts_with(kb.source_path, :source_prefix))
-      AND (:mode <> 'lexical' OR lr.id IS NOT NULL)
-),
-fused AS (
-    SELECT *,
-           CASE WHEN :mode = 'lexical' THEN coalesce(lexical_norm, 0.0)
-                WHEN :fusion = 'rrf' THEN
-                    (:vector_weight / (:rrf_k + vector_rank)
-                     + coalesce((1.0 - :vector_weight) / (:rrf_k + lexical_rank), 0.0)) * (:rrf_k + 1.0)
-                ELSE :vector_weight * similarity + (1.0 - :vector_weight) * coalesce(lexical_norm, 0.0)
-           END AS relevance
-    FROM candidates
-)
-SELECT id, title, category, content, importance, created_at, similarity, recency, relevance,
-       vector_rank, lexical_rank, lexical_score,
-       ARRAY(SELECT u.lexeme FROM unnest(search_vector) AS u
+)"""
+
+_NO_VECTOR_LEG = """vector_leg AS (
+    SELECT id, NULL::double precision AS similarity, NULL::bigint AS section_id,
+           NULL::double precision AS section_similarity
+    FROM eligible
+)"""
+
+_RRF_RANKS = """vector_ranked AS (
+    SELECT id, row_number() OVER (ORDER BY similarity DESC, id) AS vector_rank FROM vector_leg
+)"""
+
+
+def _fused(mode: str, fusion: str) -> str:
+    """Relevance per mode; ``vector_rank`` exists only where RRF needs it (else computed for the top-k)."""
+    if mode == "vector":
+        return """fused AS (
+    SELECT e.id, e.importance, e.created_at, e.recency, v.similarity, v.section_id, v.section_similarity,
+           v.similarity AS relevance, NULL::double precision AS lexical_score, NULL::bigint AS lexical_rank
+    FROM eligible e JOIN vector_leg v ON v.id = e.id
+)"""
+    if mode == "lexical":
+        relevance, join = "coalesce(l.lexical_norm, 0.0)", "JOIN lexical_ranked l ON l.id = e.id"
+    elif fusion == "rrf":
+        relevance = ("(:vector_weight / (:rrf_k + r.vector_rank)"
+                     " + coalesce((1.0 - :vector_weight) / (:rrf_k + l.lexical_rank), 0.0)) * (:rrf_k + 1.0)")
+        join = "LEFT JOIN lexical_ranked l ON l.id = e.id JOIN vector_ranked r ON r.id = e.id"
+    else:
+        relevance = ":vector_weight * v.similarity + (1.0 - :vector_weight) * coalesce(l.lexical_norm, 0.0)"
+        join = "LEFT JOIN lexical_ranked l ON l.id = e.id"
+    return f"""fused AS (
+    SELECT e.id, e.importance, e.created_at, e.recency, v.similarity, v.section_id, v.section_similarity,
+           {relevance} AS relevance, l.lexical_score, l.lexical_rank
+    FROM eligible e JOIN vector_leg v ON v.id = e.id {join}
+)"""
+
+
+def _final_select(*, lexical: bool, with_vector: bool) -> str:
+    """Score and order every fused row; read titles, ranks, the matched section and evidence for the top-k."""
+    # The matched section: the vector's best; without one, the section whose words match the query best.
+    section_order = "(s.id = top.section_id) DESC NULLS LAST, "
+    if lexical:
+        section_order += "ts_rank(to_tsvector('english', s.content), CAST(:tsquery AS tsquery)) DESC, "
+    vector_rank = ("""(SELECT count(*) + 1 FROM vector_leg o
+            WHERE o.similarity > top.similarity OR (o.similarity = top.similarity AND o.id < top.id))"""
+                   if with_vector else "NULL::bigint")
+    evidence = """ARRAY(SELECT u.lexeme FROM unnest(kb.search_vector) AS u
              WHERE u.lexeme = ANY(CAST(:lexemes AS text[]))) AS matched_terms,
-       CASE WHEN lexical_rank IS NOT NULL THEN
-           ts_headline('english', content,
-                       CASE WHEN search_vector @@ CAST(:and_tsquery AS tsquery)
+       CASE WHEN top.lexical_rank IS NOT NULL THEN
+           ts_headline('english', coalesce(sec.content, kb.content),
+                       CASE WHEN kb.search_vector @@ CAST(:and_tsquery AS tsquery)
                             THEN CAST(:and_tsquery AS tsquery) ELSE CAST(:tsquery AS tsquery) END,
                        'MaxFragments=1, MinWords=12, MaxWords=30, StartSel=**, StopSel=**')
-       END AS headline,
-       relevance * :similarity_weight + recency * :recency_weight * importance AS score
-FROM fused
-ORDER BY score DESC, id
-LIMIT :limit
-""").bindparams(
-    *_formula_binds(),
-    sa.bindparam("vector_weight", type_=sa.Double),
-    sa.bindparam("rrf_k", type_=sa.Double),
+       END AS headline""" if lexical else "ARRAY[]::text[] AS matched_terms, NULL::text AS headline"
+    return f"""top AS (
+    SELECT *, relevance * :similarity_weight + recency * :recency_weight * importance AS score
+    FROM fused
+    ORDER BY score DESC, id
+    LIMIT :limit
 )
+SELECT top.id, kb.title, kb.category, top.importance, top.created_at, top.similarity, top.recency,
+       top.relevance, top.section_similarity, top.lexical_score, top.lexical_rank,
+       {vector_rank} AS vector_rank,
+       sec.id AS section_id, sec.heading_path, sec.content AS section_text,
+       {evidence}
+FROM top
+JOIN knowledge_base kb ON kb.id = top.id
+LEFT JOIN LATERAL (
+    SELECT s.id, s.heading_path, s.content FROM knowledge_sections s
+    WHERE s.article_id = top.id
+    ORDER BY {section_order}s.ordinal
+    LIMIT 1
+) sec ON true
+ORDER BY top.score DESC, top.id"""
+
+
+@lru_cache(maxsize=None)
+def build_statement(mode: str, *, fusion: str = "convex", granularity: str = "section",
+                    with_vector: bool = True) -> sa.TextClause:
+    """The one statement for this mode; ``with_vector=False`` is the lexical leg alone (embedder down)."""
+    if mode not in MODES or fusion not in FUSIONS or granularity not in GRANULARITIES:
+        raise ValueError(f"unknown retrieval settings: {mode}, {fusion}, {granularity}")
+    if mode != "lexical" and not with_vector:
+        raise ValueError(f"{mode} mode needs a query vector")
+    lexical = mode != "vector"
+    ctes = [_eligible(with_vector=with_vector, lexical_only=mode == "lexical"),
+            _vector_leg(granularity) if with_vector else _NO_VECTOR_LEG]
+    if lexical:
+        ctes.append(_LEXICAL_LEG)
+    if mode == "hybrid" and fusion == "rrf":
+        ctes.append(_RRF_RANKS)
+    ctes.append(_fused(mode, fusion))
+    sql = "WITH " + ",\n".join(ctes) + ",\n" + _final_select(lexical=lexical, with_vector=with_vector)
+    binds = [sa.bindparam("now", type_=sa.DateTime(timezone=True)),
+             sa.bindparam("window_days", type_=sa.Double),
+             sa.bindparam("similarity_weight", type_=sa.Double),
+             sa.bindparam("recency_weight", type_=sa.Double)]
+    if mode == "hybrid":
+        binds.append(sa.bindparam("vector_weight", type_=sa.Double))
+    if mode == "hybrid" and fusion == "rrf":
+        binds.append(sa.bindparam("rrf_k", type_=sa.Double))
+    return sa.text(sql).bindparams(*binds)
+
 
 # The AND query decides between AND and OR: how many articles match every word?
 COUNT_MATCHES_SQL = sa.text("""
 SELECT count(*) FROM (
-    SELECT 1 FROM knowledge_base
-    WHERE search_vector @@ CAST(:tsquery AS tsquery) AND embedding IS NOT NULL AND embedding_model = :model
-      AND (CAST(:source_prefix AS text) IS NULL OR starts_with(source_path, :source_prefix))
+    SELECT 1 FROM knowledge_base kb
+    WHERE kb.search_vector @@ CAST(:tsquery AS tsquery) AND kb.embedding IS NOT NULL AND kb.embedding_model = :model
+      AND (CAST(:source_prefix AS text) IS NULL OR starts_with(kb.source_path, :source_prefix))
     LIMIT :enough
 ) AS matches
 """)
@@ -138,35 +196,79 @@ SELECT count(*) FROM (
 
 @dataclass(frozen=True)
 class RetrievalSettings:
-    """Which relevance enters the formula: ``vector`` (cosine), ``lexical`` or ``hybrid`` (see SEARCH_FUSED_SQL)."""
+    """Which relevance enters the formula (``mode``), how legs fuse, and what a vector stands for."""
 
     mode: str = "vector"
     fusion: str = "convex"  # "convex" | "rrf"
     vector_weight: float = 0.95
     rrf_k: float = 60.0
-    lexical_limit: int = 200
+    granularity: str = "section"  # "section": an article scores by its best section; "article": its own vector
     statement_timeout_ms: int = 2000
 
 
 @dataclass(frozen=True)
-class FusedRow:
-    """A ranked article with both legs' evidence."""
+class RankedRow:
+    """A ranked article with every part of its score, the matched section and each leg's evidence."""
 
     id: int
     title: str
     category: str | None
-    content: str
     importance: float
     created_at: datetime
     similarity: float | None
     recency: float
     relevance: float
     score: float
+    section_id: int | None
+    section_path: tuple[str, ...]
+    section_text: str | None
+    section_similarity: float | None
     vector_rank: int | None
     lexical_rank: int | None
     lexical_score: float | None
     matched_terms: list[str]
-    headline: str | None = None  # ts_headline fragment with the matched words in **bold**
+    headline: str | None  # ts_headline fragment of the matched section, matched words in **bold**
+
+
+def _float(value) -> float | None:
+    return None if value is None else float(value)
+
+
+def rank_articles(session: Session, query_vector: np.ndarray | None, *, model: str, limit: int,
+                  weights: RankingWeights, retrieval: RetrievalSettings, now: datetime,
+                  tsquery: str | None = None, and_tsquery: str | None = None, lexemes: list[str] | None = None,
+                  source_prefix: str | None = None) -> list[RankedRow]:
+    """The exact top-``limit`` articles for this mode; ``source_prefix`` keeps articles imported from there."""
+    statement = build_statement(retrieval.mode, fusion=retrieval.fusion, granularity=retrieval.granularity,
+                                with_vector=query_vector is not None)
+    params = {
+        "query_vector": None if query_vector is None else np.asarray(query_vector, dtype=np.float32),
+        "tsquery": tsquery, "and_tsquery": and_tsquery or tsquery, "lexemes": lexemes or [],
+        "model": model, "limit": limit, "now": now, "window_days": weights.recency_window_days,
+        "similarity_weight": weights.similarity_weight, "recency_weight": weights.recency_weight,
+        "vector_weight": retrieval.vector_weight, "rrf_k": retrieval.rrf_k, "source_prefix": source_prefix,
+    }
+    rows = session.execute(statement, params).mappings()
+    return [RankedRow(
+        id=r["id"], title=r["title"], category=r["category"], importance=r["importance"],
+        created_at=r["created_at"], similarity=_float(r["similarity"]), recency=float(r["recency"]),
+        relevance=float(r["relevance"]),
+        # Recomputed by the pure function: the SQL orders, Python is the reference.
+        score=final_score(float(r["relevance"]), float(r["recency"]), r["importance"], weights),
+        section_id=r["section_id"], section_path=tuple(r["heading_path"] or ()), section_text=r["section_text"],
+        section_similarity=_float(r["section_similarity"]), vector_rank=r["vector_rank"],
+        lexical_rank=r["lexical_rank"], lexical_score=_float(r["lexical_score"]),
+        matched_terms=list(r["matched_terms"] or []),
+        headline=" ".join(r["headline"].split()) if r["headline"] else None,
+    ) for r in rows]
+
+
+def search_by_vector(session: Session, query_vector: np.ndarray, *, model: str, limit: int,
+                     weights: RankingWeights, now: datetime, source_prefix: str | None = None,
+                     granularity: str = "section") -> list[RankedRow]:
+    """The exact top-``limit`` articles for ``query_vector`` among articles embedded by ``model``."""
+    return rank_articles(session, query_vector, model=model, limit=limit, weights=weights, now=now,
+                         retrieval=RetrievalSettings(granularity=granularity), source_prefix=source_prefix)
 
 
 def count_lexical_matches(session: Session, tsquery: str, *, model: str, enough: int,
@@ -174,74 +276,3 @@ def count_lexical_matches(session: Session, tsquery: str, *, model: str, enough:
     """Matches of ``tsquery``, counted up to ``enough``."""
     return session.execute(COUNT_MATCHES_SQL, {"tsquery": tsquery, "model": model, "enough": enough,
                                                "source_prefix": source_prefix}).scalar_one()
-
-
-def search_fused(session: Session, query_vector: np.ndarray | None, tsquery: str | None, lexemes: list[str], *,
-                 model: str, limit: int, weights: RankingWeights, fusion: RetrievalSettings, now: datetime,
-                 source_prefix: str | None = None, and_tsquery: str | None = None) -> list[FusedRow]:
-    """Top-``limit`` rows by ``relevance×w + recency×w×importance`` with lexical or hybrid relevance."""
-    rows = session.execute(SEARCH_FUSED_SQL, {
-        "query_vector": None if query_vector is None else np.asarray(query_vector, dtype=np.float32),
-        "tsquery": tsquery, "and_tsquery": and_tsquery or tsquery, "lexemes": lexemes, "model": model,
-        "limit": limit, "now": now,
-        "window_days": weights.recency_window_days, "similarity_weight": weights.similarity_weight,
-        "recency_weight": weights.recency_weight, "mode": fusion.mode, "fusion": fusion.fusion,
-        "vector_weight": fusion.vector_weight, "rrf_k": fusion.rrf_k, "lexical_limit": fusion.lexical_limit,
-        "source_prefix": source_prefix,
-    }).mappings()
-    return [
-        FusedRow(
-            id=r["id"], title=r["title"], category=r["category"], content=r["content"], importance=r["importance"],
-            created_at=r["created_at"], similarity=None if r["similarity"] is None else float(r["similarity"]),
-            recency=float(r["recency"]), relevance=float(r["relevance"]),
-            score=final_score(float(r["relevance"]), float(r["recency"]), r["importance"], weights),
-            vector_rank=r["vector_rank"], lexical_rank=r["lexical_rank"],
-            lexical_score=None if r["lexical_score"] is None else float(r["lexical_score"]),
-            matched_terms=list(r["matched_terms"] or []),
-            headline=" ".join(r["headline"].split()) if r["headline"] else None,
-        )
-        for r in rows
-    ]
-
-
-@dataclass(frozen=True)
-class ScoredRow:
-    """One ranked article with every part of its score."""
-
-    id: int
-    title: str
-    category: str | None
-    content: str
-    importance: float
-    created_at: datetime
-    similarity: float
-    recency: float
-    score: float
-
-
-def search_by_vector(session: Session, query_vector: np.ndarray, *, model: str, limit: int,
-                     weights: RankingWeights, now: datetime, source_prefix: str | None = None) -> list[ScoredRow]:
-    """The exact top-``limit`` rows for ``query_vector`` among rows embedded by ``model``.
-
-    ``source_prefix`` restricts the search to articles imported from under that path.
-    """
-    rows = session.execute(SEARCH_EXACT_SQL, {
-        "query_vector": np.asarray(query_vector, dtype=np.float32),
-        "model": model,
-        "limit": limit,
-        "now": now,
-        "window_days": weights.recency_window_days,
-        "similarity_weight": weights.similarity_weight,
-        "recency_weight": weights.recency_weight,
-        "source_prefix": source_prefix,
-    }).mappings()
-    return [
-        ScoredRow(
-            id=row["id"], title=row["title"], category=row["category"], content=row["content"],
-            importance=row["importance"], created_at=row["created_at"],
-            similarity=float(row["similarity"]), recency=float(row["recency"]),
-            # Recomputed by the pure function: the SQL orders, Python is the reference.
-            score=final_score(float(row["similarity"]), float(row["recency"]), row["importance"], weights),
-        )
-        for row in rows
-    ]

@@ -27,12 +27,13 @@ _CITATION = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})*)\]")
 
 @dataclass(frozen=True)
 class ContextArticle:
-    """A retrieved article as the model sees it."""
+    """A retrieved article as the model sees it: its matched section, not the whole article."""
 
     number: int
     title: str
     category: str | None
     content: str
+    section: str | None = None  # heading path of the matched section ("Heading › Subheading")
 
 
 @dataclass(frozen=True)
@@ -85,9 +86,10 @@ def build_messages(articles: Sequence[ContextArticle], subject: str, body: str) 
     """System rules, then numbered reference articles, a separator, and the ticket as delimited data."""
     blocks = []
     for article in articles:
+        section = f"Section: {article.section}\n" if article.section else ""
         blocks.append(
             f'<article number="{article.number}">\n'
-            f"[{article.number}] {article.title}\nCategory: {article.category or 'General'}\n\n"
+            f"[{article.number}] {article.title}\nCategory: {article.category or 'General'}\n{section}\n"
             f"{_neutralise(article.content, 'article')}\n</article>"
         )
     user = (
@@ -150,6 +152,37 @@ def best_passage(content: str, query: str, max_chars: int = 700) -> str:
     return passage if len(passage) <= max_chars else passage[: max_chars - 1].rsplit(" ", 1)[0] + "…"
 
 
-def extractive_answer(title: str, content: str, query: str) -> str:
-    """An answer quoted from the best article, citing it as [1]."""
-    return f"From our help article “{title}” [1]:\n\n{best_passage(content, query)}"
+_HEADING_LINE = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
+_BULLET = re.compile(r"^([ \t]*)[-*+][ \t]+", re.MULTILINE)
+_EMPHASIS = re.compile(r"(\*\*|__)(.+?)\1")
+_FENCE_LINE = re.compile(r"^ {0,3}(```|~~~).*$\n?", re.MULTILINE)
+
+
+def readable(markdown: str) -> str:
+    """Markdown as plain text a customer reads: no heading hashes, bullets as •, no emphasis markers."""
+    text = _HEADING_LINE.sub(r"\1", markdown)
+    text = _FENCE_LINE.sub("", text)
+    text = _BULLET.sub(r"\1• ", text)
+    return _EMPHASIS.sub(r"\2", text)
+
+
+def fit_to_budget(texts: Sequence[str], budget_chars: int) -> list[str]:
+    """Keep texts in order within ``budget_chars`` in all, cutting the last one kept at a word; never empty."""
+    kept: list[str] = []
+    left = budget_chars
+    for text in texts:
+        if len(text) <= left:
+            kept.append(text)
+            left -= len(text)
+            continue
+        if left >= 200 or not kept:
+            cut = text[:max(left, 200)].rsplit(" ", 1)[0]
+            kept.append(cut + " …")
+        break
+    return kept
+
+
+def extractive_answer(title: str, content: str, query: str, section: str | None = None) -> str:
+    """An answer quoted (as readable text) from the best article's matched section, citing it as [1]."""
+    where = f"“{title}”, section “{section}”" if section else f"“{title}”"
+    return f"From our help article {where} [1]:\n\n{readable(best_passage(content, query))}"

@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from service.db.models import Article, Ticket, TicketAnswer, TicketCitation
+from service.knowledge.sections import PATH_SEPARATOR as SECTION_SEPARATOR
 from service.providers.llm import ChatModel, LLMError
 from service.retrieval.search import SearchResult, run_search
 from service.runtime import Runtime
@@ -24,6 +25,7 @@ from service.tickets.answering import (
     decide_answerability,
     decide_answerability_by_keywords,
     extractive_answer,
+    fit_to_budget,
     parse_citations,
     says_cannot_answer,
     strip_invalid_citations,
@@ -58,14 +60,23 @@ def _handoff(reason: str, error: str | None = None) -> Draft:
 def _extractive(results: list[SearchResult], contents: dict[int, str], query: str, reason: str,
                 error: str | None = None) -> Draft:
     best = results[0]
-    return Draft(answer=extractive_answer(best.title, contents[best.id], query), mode="extractive",
+    section = SECTION_SEPARATOR.join(best.section_path) or None
+    return Draft(answer=extractive_answer(best.title, contents[best.id], query, section), mode="extractive",
                  status="answered", reason=reason, cited=[1], error=error)
 
 
+def _context(results: list[SearchResult], contents: dict[int, str], budget_chars: int) -> list[ContextArticle]:
+    """The matched section of each retrieved article, in rank order, within the context budget."""
+    texts = fit_to_budget([contents[r.id] for r in results], budget_chars)
+    return [ContextArticle(i, r.title, r.category, text, SECTION_SEPARATOR.join(r.section_path) or None)
+            for i, (r, text) in enumerate(zip(results, texts), start=1)]
+
+
 def _llm_draft(chat: ChatModel, results: list[SearchResult], contents: dict[int, str],
-               subject: str, body: str) -> Draft:
+               subject: str, body: str, budget_chars: int) -> Draft:
     """Ask the model; a refusal hands off, a failure or an uncited answer falls back to extractive."""
-    context = [ContextArticle(i, r.title, r.category, contents[r.id]) for i, r in enumerate(results, start=1)]
+    context = _context(results, contents, budget_chars)
+    results = results[:len(context)]
     query = ticket_query(subject, body)
     try:
         reply = chat.complete(build_messages(context, subject, body))
@@ -93,9 +104,13 @@ def _llm_draft(chat: ChatModel, results: list[SearchResult], contents: dict[int,
                  reason=reason, cited=valid, **usage)
 
 
-def _article_contents(session, ids: list[int]) -> dict[int, str]:
-    rows = session.execute(sa.select(Article.id, Article.content).where(Article.id.in_(ids)))
-    return {row.id: row.content for row in rows}
+def _matched_texts(session, results: list[SearchResult]) -> dict[int, str]:
+    """Each result's matched section; the whole article only for one without sections (not yet re-embedded)."""
+    texts = {r.id: r.section_text for r in results if r.section_text}
+    missing = [r.id for r in results if r.id not in texts]
+    if missing:
+        texts.update(session.execute(sa.select(Article.id, Article.content).where(Article.id.in_(missing))).all())
+    return texts
 
 
 def _store(session, ticket_id: int, draft: Draft, results: list[SearchResult], gate: dict[str, Any],
@@ -112,7 +127,8 @@ def _store(session, ticket_id: int, draft: Draft, results: list[SearchResult], g
         session.add(TicketCitation(
             ticket_id=ticket_id, article_id=result.id, article_title=result.title, rank=rank,
             cited=rank in draft.cited, similarity=result.similarity, recency=result.recency,
-            importance=result.importance, score=result.score,
+            importance=result.importance, score=result.score, section_label=result.section,
+            section_similarity=result.section_similarity,
         ))
 
 
@@ -154,7 +170,7 @@ def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: i
         else:
             gate = decide_answerability([r.similarity for r in results if r.similarity is not None],
                                         runtime.settings.answer_min_similarity)
-        contents = _article_contents(session, [r.id for r in results])
+        contents = _matched_texts(session, results)
     gate_record = gate.to_dict() | ({"degraded": outcome.degraded} if outcome.degraded else {})
     if not gate.answerable:
         draft = _handoff(gate.reason)
@@ -163,6 +179,6 @@ def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: i
     elif chat is None:
         draft = _extractive(results, contents, query, "no language model is configured; quoted the best article")
     else:
-        draft = _llm_draft(chat, results, contents, subject, body)
+        draft = _llm_draft(chat, results, contents, subject, body, runtime.settings.llm_context_chars)
     with runtime.session() as session:
         _store(session, ticket_id, draft, results, gate_record, retrieval_ms, started)

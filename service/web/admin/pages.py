@@ -19,6 +19,7 @@ from service.knowledge.articles import (
     list_articles,
     update_article,
 )
+from service.knowledge.indexing import list_sections
 from service.tickets.queries import TicketNotFound, get_ticket, list_tickets
 from service.validation import ValidationError
 from service.web.access import log_in, log_out
@@ -52,6 +53,11 @@ def _page_number() -> int:
     """``?page=`` for pages: anything odd falls back to page 1 rather than an error."""
     raw = request.args.get("page", "1")
     return min(max(int(raw), 1), 1_000_000) if raw.isdigit() else 1
+
+
+def _active_model() -> str:
+    """The active embedding model's name."""
+    return runtime().embedder.model_name
 
 
 def _article_form() -> dict[str, Any]:
@@ -169,7 +175,7 @@ def article(article_id: int):
     _, ticket_count = list_tickets(db(), article_id=article_id, per_page=1)
     form = {"title": stored.title, "content": stored.content, "category": stored.category or ""}
     return render_template("admin/article.html", article=stored, form=form, errors={},
-                           ticket_count=ticket_count)
+                           ticket_count=ticket_count, sections=list_sections(db(), article_id, _active_model()))
 
 
 @admin.post("/articles/<int:article_id>")
@@ -182,7 +188,8 @@ def article_update(article_id: int):
         stored = get_article(db(), article_id, runtime().embedder.model_name)
         _, ticket_count = list_tickets(db(), article_id=article_id, per_page=1)
         return render_template("admin/article.html", article=stored, form=_article_form(), errors=exc.details,
-                               ticket_count=ticket_count), 400
+                               ticket_count=ticket_count,
+                               sections=list_sections(db(), article_id, _active_model())), 400
     db().commit()
     flash("Changes saved." + (f" Embedding pending: {stored.embedding_error}" if stored.embedding_error else ""),
           "error" if stored.embedding_error else "success")

@@ -196,6 +196,13 @@
       breakdown.textContent = (data.mode === "vector" ? "similarity " : "relevance ") + fixed(r.relevance, 4) +
         " · recency " + fixed(r.recency, 4) + " · importance " + fixed(r.importance, 1) + " · score " + fixed(r.score, 4);
       item.append(head, chart, breakdown);
+      if (r.section) {
+        const section = document.createElement("div");
+        section.className = "matched-section muted";
+        section.textContent = "matched section: " + r.section +
+          (r.section_similarity === null || r.section_similarity === undefined ? "" : " (similarity " + fixed(r.section_similarity, 4) + ")");
+        item.append(section);
+      }
       list.append(item);
     });
     legend.hidden = rows.length === 0;
