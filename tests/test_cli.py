@@ -124,6 +124,8 @@ def test_stats_json_reports_counts_model_and_the_hnsw_index(cli_env):
 
     assert STATS_KEYS <= data.keys()
     assert (data["articles"], data["embedded"], data["pending"], data["stale"]) == (5, 5, 0, 0)
+    # Each seed article: a lead and four headed sections, each heading also embedded alone.
+    assert data["sections"] == {"total": 45, "embedded": 45, "pending": 0}
     assert data["model"] == ACTIVE_MODEL
     assert data["index"]["name"] == "knowledge_base_embedding_hnsw"
     assert "hnsw" in data["index"]["definition"] and "vector_cosine_ops" in data["index"]["definition"]

@@ -112,6 +112,8 @@ def stats(as_json: bool) -> None:
         return
     for key in ("articles", "embedded", "pending", "stale", "model"):
         click.echo(f"{key:>9}: {data[key]}")
+    sections = data["sections"]
+    click.echo(f"{'sections':>9}: {sections['total']} ({sections['embedded']} embedded, {sections['pending']} pending)")
     click.echo(f"{'index':>9}: {data['index']['definition'] if data['index'] else 'none'}")
 
 
@@ -141,10 +143,11 @@ def reembed(batch_size: int) -> None:
               help="Retrieval mode(s) to measure (repeatable; default RETRIEVAL_MODE).")
 @click.option("--fusion", type=click.Choice(["convex", "rrf"]), help="Override FUSION_METHOD.")
 @click.option("--vector-weight", type=float, help="Override HYBRID_VECTOR_WEIGHT.")
+@click.option("--granularity", type=click.Choice(["section", "article"]), help="Override RETRIEVAL_GRANULARITY.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object (one per mode, keyed by mode, if several).")
 def eval_command(corpus: Path, queries: Path, qrels: Path, modes: tuple[str, ...], fusion: str | None,
-                 vector_weight: float | None, as_json: bool) -> None:
+                 vector_weight: float | None, granularity: str | None, as_json: bool) -> None:
     """Measure search on CORPUS.jsonl / QUERIES.jsonl / QRELS.tsv in a throwaway schema."""
     eval_set = load_eval_set(corpus, queries, qrels)
     runtime = connect(seed=False)
@@ -153,6 +156,8 @@ def eval_command(corpus: Path, queries: Path, qrels: Path, modes: tuple[str, ...
         base = replace(base, fusion=fusion)
     if vector_weight is not None:
         base = replace(base, vector_weight=vector_weight)
+    if granularity:
+        base = replace(base, granularity=granularity)
     variants = {mode: replace(base, mode=mode) for mode in (modes or (base.mode,))}
     bars = {"corpus": tqdm(total=len(eval_set.corpus), desc="embedding corpus", disable=as_json, file=sys.stderr),
             "queries": tqdm(total=len(eval_set.queries) * len(variants), desc="querying", disable=as_json,

@@ -173,6 +173,13 @@ SELECT count(*) AS articles,
 FROM knowledge_base
 """)
 
+SECTION_STATS_SQL = sa.text("""
+SELECT count(*) AS total,
+       count(*) FILTER (WHERE embedding IS NOT NULL AND embedding_model = :model) AS embedded,
+       count(*) FILTER (WHERE embedding IS NULL) AS pending
+FROM knowledge_sections
+""")
+
 INDEX_SQL = sa.text("""
 SELECT indexname, indexdef FROM pg_indexes
 WHERE tablename = 'knowledge_base' AND indexname = 'knowledge_base_embedding_hnsw'
@@ -184,6 +191,7 @@ def knowledge_stats(session: Session, active_model: str) -> dict[str, Any]:
     """Counts of articles by embedding state, the active model and the vector index."""
     counts = dict(session.execute(STATS_SQL, {"model": active_model}).mappings().one())
     index = session.execute(INDEX_SQL).mappings().one_or_none()
+    counts["sections"] = dict(session.execute(SECTION_STATS_SQL, {"model": active_model}).mappings().one())
     counts["model"] = active_model
     counts["index"] = {"name": index["indexname"], "definition": index["indexdef"]} if index else None
     return counts
