@@ -13,6 +13,7 @@ from service.web.admin.importing import admin_import
 from service.web.admin.pages import admin
 from service.web.api import api, health
 from service.web.errors import register_error_handlers
+from service.web.help.pages import help_pages, help_root
 from service.web.tickets import tickets_api
 
 
@@ -33,6 +34,8 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.register_blueprint(admin_api)
     app.register_blueprint(admin)
     app.register_blueprint(admin_import)
+    app.register_blueprint(help_pages)
+    app.register_blueprint(help_root)
     register_error_handlers(app)
 
     @app.teardown_appcontext
