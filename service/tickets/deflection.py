@@ -36,7 +36,8 @@ SELECT GROUPING(day) AS no_day, GROUPING(category) AS no_category, day, category
        count(*) FILTER (WHERE answered) AS answered,
        count(*) FILTER (WHERE solved) AS solved,
        count(*) FILTER (WHERE escalated) AS escalated,
-       count(*) FILTER (WHERE handed_off) AS handed_off
+       count(*) FILTER (WHERE handed_off) AS handed_off,
+       count(*) FILTER (WHERE handed_off AND NOT escalated AND NOT solved) AS handed_off_waiting
 FROM recent
 GROUP BY GROUPING SETS ((day), (category), ())
 ORDER BY day NULLS LAST, category NULLS LAST
@@ -64,11 +65,17 @@ class Outcomes:
     solved: int = 0  # the customer said the answer solved it
     escalated: int = 0  # the customer sent it to an agent
     handed_off: int = 0  # the gate (or the model, or a failure) gave the hand-off message
+    handed_off_waiting: int = 0  # handed off, and the customer left no email (yet)
 
     @property
     def deflection_rate(self) -> float | None:
         """Questions the customer marked solved without an agent, per question asked."""
         return self.solved / self.asked if self.asked else None
+
+    @property
+    def open(self) -> int:
+        """Answered, and the customer has not said whether it helped."""
+        return max(self.asked - self.solved - self.escalated - self.handed_off_waiting, 0)
 
 
 @dataclass(frozen=True)
@@ -95,7 +102,7 @@ class DeflectionReport:
 
 def _outcomes(row) -> Outcomes:
     return Outcomes(asked=row.asked, answered=row.answered, solved=row.solved, escalated=row.escalated,
-                    handed_off=row.handed_off)
+                    handed_off=row.handed_off, handed_off_waiting=row.handed_off_waiting)
 
 
 def deflection_report(session: Session, *, days: int = 14, today: date | None = None,
