@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from service.db.models import Article, Ticket
-from service.web.help.markdown import render_article, section_anchor, slugify
+from service.web.help.markdown import render_answer, render_article, section_anchor, slugify
 
 from .admin_helpers import csrf_from
 
@@ -65,6 +65,12 @@ def test_article_markdown_is_rendered_without_raw_html_or_script_links():
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert 'href="javascript' not in html
     assert 'id="not-a-heading"' not in html
+
+
+def test_answer_markdown_links_known_citations_and_escapes_the_rest():
+    html = str(render_answer("Reset it [1], see [3].\n\n## Steps\n\n<b>x</b> `[1]`", {1: "/help/articles/4#a-b"}))
+    assert '<a href="/help/articles/4#a-b">[1]</a>' in html and "see [3]." in html
+    assert "<h2>Steps</h2>" in html and "&lt;b&gt;x&lt;/b&gt;" in html and "<code>[1]</code>" in html
 
 
 def test_root_redirects_to_the_help_center(anonymous_client):

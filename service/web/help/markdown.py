@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from markdown_it import MarkdownIt
-from markupsafe import Markup
+from markdown_it.token import Token
+from markupsafe import Markup, escape
 
 from service.retrieval.snippets import SECTION_SEPARATOR
 
@@ -13,6 +14,7 @@ from service.retrieval.snippets import SECTION_SEPARATOR
 _MARKDOWN = MarkdownIt("commonmark", {"html": False})
 _NOT_SLUG = re.compile(r"[^\w\s-]")
 _SEPARATORS = re.compile(r"[\s_-]+")
+_CITATION = re.compile(r"(\[\d{1,2}\])")
 
 
 def slugify(text: str) -> str:
@@ -36,4 +38,27 @@ def render_article(content: str) -> Markup:
             slug = slugify(tokens[index + 1].content)
             seen[slug] = seen.get(slug, 0) + 1
             token.attrSet("id", slug if seen[slug] == 1 else f"{slug}-{seen[slug]}")
+    return Markup(_MARKDOWN.renderer.render(tokens, _MARKDOWN.options, {}))
+
+
+def _linked_citations(text: str, links: dict[int, str]) -> list[Token]:
+    """Text tokens with each known ``[n]`` made a link (the only HTML here is ours, its URL escaped)."""
+    tokens = []
+    for part in _CITATION.split(text):
+        number = int(part[1:-1]) if _CITATION.fullmatch(part) else None
+        if number in links:
+            tokens.append(Token("html_inline", "", 0, content=f'<a href="{escape(links[number])}">{part}</a>'))
+        elif part:
+            tokens.append(Token("text", "", 0, content=part))
+    return tokens
+
+
+def render_answer(answer: str, links: dict[int, str]) -> Markup:
+    """HTML for an answer (markdown, raw HTML escaped), its ``[n]`` citations linked to ``links[n]``."""
+    tokens = _MARKDOWN.parse(answer)
+    for token in tokens:
+        if token.type == "inline" and token.children:
+            token.children = [piece for child in token.children
+                              for piece in (_linked_citations(child.content, links) if child.type == "text"
+                                            else [child])]
     return Markup(_MARKDOWN.renderer.render(tokens, _MARKDOWN.options, {}))

@@ -5,12 +5,10 @@ The three POST views stay one small function each so a rate-limit decorator can 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import sqlalchemy as sa
 from flask import Blueprint, redirect, render_template, request, url_for
-from markupsafe import Markup, escape
 
 from service.db.models import Article
 from service.knowledge.articles import ArticleNotFound, get_article
@@ -28,12 +26,11 @@ from service.tickets.validation import BODY_MAX, is_email
 from service.tickets.workflow import answer_ticket
 from service.validation import ValidationError
 from service.web.errors import ApiError
-from service.web.help.markdown import render_article, section_anchor
+from service.web.help.markdown import render_answer, render_article, section_anchor
 from service.web.requests import db, runtime
 
 help_pages = Blueprint("help", __name__, url_prefix="/help")
 help_root = Blueprint("help_root", __name__)
-_CITATION = re.compile(r"\[(\d{1,2})\]")
 
 
 @help_root.get("/")
@@ -69,15 +66,6 @@ def _not_found_page(exc: LookupError):
 def article_url(article_id: int, section: str | None = None) -> str:
     """A public article page, at the section's heading when there is one."""
     return url_for("help.article", article_id=article_id, _anchor=section_anchor(section))
-
-
-@help_pages.app_template_filter("cite_links")
-def _cite_links(answer: str, numbers: dict[int, str]) -> Markup:
-    """The answer, escaped, with each [n] turned into a link to that source."""
-    def link(match: re.Match[str]) -> str:
-        url = numbers.get(int(match.group(1)))
-        return f'<a href="{escape(url)}">{match.group(0)}</a>' if url else match.group(0)
-    return Markup(_CITATION.sub(link, str(escape(answer))))
 
 
 def _categories() -> list[tuple[str, list[Any]]]:
@@ -124,7 +112,9 @@ def _ticket_page(view: CustomerTicket, key: str, *, email: str = "", error: str 
                  status: int = 200):
     sources = answer_sources(db(), view.ticket)
     links = {s.number: article_url(s.article_id, s.section) for s in sources}
+    answer = render_answer(view.ticket.answer, links) if view.ticket.answer else None
     return render_template("help/ticket.html", view=view, t=view.ticket, key=key, sources=sources, links=links,
+                           answer=answer,
                            article_url=article_url, email=email or view.ticket.email or "", error=error), status
 
 
