@@ -73,6 +73,13 @@ def test_answer_markdown_links_known_citations_and_escapes_the_rest():
     assert "<h2>Steps</h2>" in html and "&lt;b&gt;x&lt;/b&gt;" in html and "<code>[1]</code>" in html
 
 
+def test_answer_markdown_keeps_only_links_to_this_site():
+    html = str(render_answer("[Phish](https://evil.example/login) <https://evil.example> ![t](https://x/t.png) "
+                             "[ok](/help/articles/1) [far](//evil.example)", {}))
+    assert 'href="https:' not in html and 'href="//' not in html and "<img" not in html
+    assert "Phish" in html and '<a href="/help/articles/1">ok</a>' in html
+
+
 def test_root_redirects_to_the_help_center(anonymous_client):
     response = anonymous_client.get("/")
     assert response.status_code == 302 and response.headers["Location"].endswith("/help")

@@ -53,12 +53,30 @@ def _linked_citations(text: str, links: dict[int, str]) -> list[Token]:
     return tokens
 
 
+def _local_links_only(children: list[Token]) -> list[Token]:
+    """Drop links that leave the site and images (their text stays): a model's answer may not send customers away."""
+    kept: list[Token] = []
+    open_links: list[bool] = []
+    for child in children:
+        if child.type == "link_open":
+            href = str(child.attrGet("href") or "")
+            open_links.append(href.startswith("/") and not href.startswith("//"))
+            if not open_links[-1]:
+                continue
+        elif child.type == "link_close" and open_links and not open_links.pop():
+            continue
+        elif child.type == "image":
+            child = Token("text", "", 0, content=child.content)
+        kept.append(child)
+    return kept
+
+
 def render_answer(answer: str, links: dict[int, str]) -> Markup:
-    """HTML for an answer (markdown, raw HTML escaped), its ``[n]`` citations linked to ``links[n]``."""
+    """HTML for an answer (markdown, raw HTML escaped, only on-site links), ``[n]`` linked to ``links[n]``."""
     tokens = _MARKDOWN.parse(answer)
     for token in tokens:
         if token.type == "inline" and token.children:
-            token.children = [piece for child in token.children
+            token.children = [piece for child in _local_links_only(token.children)
                               for piece in (_linked_citations(child.content, links) if child.type == "text"
                                             else [child])]
     return Markup(_MARKDOWN.renderer.render(tokens, _MARKDOWN.options, {}))
