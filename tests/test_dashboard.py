@@ -8,6 +8,7 @@ import pytest
 
 from service.tickets.deflection import Outcomes, deflection_report
 from service.tickets.helpdesk import escalate, mark_solved, ticket_fields
+from service.tickets.queries import content_gaps
 from service.tickets.secrets import new_ticket_secret
 from service.tickets.workflow import answer_ticket
 from service.web.admin.charts import nice_maximum, outcome_chart
@@ -54,6 +55,13 @@ def test_report_lists_articles_cited_in_solved_and_escalated_answers(outcomes):
         articles = {a.title: (a.solved, a.escalated) for a in deflection_report(session).articles}
     assert articles["Reset your password"] == (1, 0)
     assert articles["How to request a refund"] == (0, 1)
+
+
+def test_an_answer_the_customer_escalated_shows_up_in_the_gaps_report(outcomes):
+    with outcomes.session() as session:
+        groups = {(g["nearest_article"] or {}).get("title"): g for g in content_gaps(session)}
+    assert groups["How to request a refund"]["not_helpful"] == 1
+    assert "Reset your password" not in groups  # solved: not a gap
 
 
 def test_a_period_without_questions_is_all_zeros(seeded):

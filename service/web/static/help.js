@@ -91,8 +91,19 @@
     if (textarea.value.trim()) suggest();
   }
 
+  // A second click while the answer is being written would file the same question twice.
+  function submitOnce(form) {
+    let sent = false;
+    form.addEventListener("submit", function (event) {
+      if (sent) event.preventDefault();
+      sent = true;
+      form.setAttribute("aria-busy", "true");
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     const textarea = document.getElementById("description");
     if (textarea) initSuggestions(textarea);
+    document.querySelectorAll("form[method=post]").forEach(submitOnce);
   });
 })();
