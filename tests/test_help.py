@@ -102,7 +102,7 @@ def test_article_page_renders_sections_with_anchors(anonymous_client, seeded):
 
 
 def test_asking_answers_with_a_cited_article_linked_to_its_section(anonymous_client, seeded):
-    ticket_id, key, html = asked(anonymous_client, PASSWORD_QUESTION)
+    ticket_id, _, html = asked(anonymous_client, PASSWORD_QUESTION)
     assert "Our answer" in html and "Did this solve your problem?" in html
     assert re.search(r'href="/help/articles/\d+#[a-z-]+"', html)
     assert "Reset your password ›" in html
@@ -151,12 +151,12 @@ def test_talk_to_a_person_directly_escalates_at_once(anonymous_client, seeded):
 
 @pytest.mark.parametrize("query", ["", "?key=", "?key=wrong-secret"])
 def test_ticket_page_needs_the_ticket_own_secret(anonymous_client, seeded, query):
-    ticket_id, key, _ = asked(anonymous_client, PASSWORD_QUESTION)
+    ticket_id, _, _ = asked(anonymous_client, PASSWORD_QUESTION)
     assert anonymous_client.get(f"/help/tickets/{ticket_id}{query}").status_code == 404
 
 
 def test_one_customer_key_does_not_open_another_ticket(anonymous_client, seeded):
-    first_id, first_key, _ = asked(anonymous_client, PASSWORD_QUESTION)
+    _, first_key, _ = asked(anonymous_client, PASSWORD_QUESTION)
     second_id, _, html = asked(anonymous_client, OFF_TOPIC)
     assert anonymous_client.get(f"/help/tickets/{second_id}?key={first_key}").status_code == 404
     forged = post_form(anonymous_client, f"/help/tickets/{second_id}/solved", html, key=first_key)

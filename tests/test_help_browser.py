@@ -9,11 +9,16 @@ it solved; the dashboard then shows exactly those outcomes. Screenshots as in te
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from .test_admin_browser import DESKTOP, PHONE, article_id_by_title, log_in, server  # noqa: F401  (fixture)
+from . import test_admin_browser
+from .test_admin_browser import DESKTOP, PHONE, article_id_by_title, log_in
+
+# The admin browser test's fixture (a fresh database served by `supportrag serve`), one instance for this module.
+served = test_admin_browser.server
 
 PASSWORD_QUESTION = "I didn't get the password reset email, even in spam"
 OFF_TOPIC = "What is the capital of France?"
@@ -45,14 +50,14 @@ def totals(page) -> dict[str, str]:
     return {key: page.locator(f"#{key}").text_content() for key in EXPECTED_TOTALS}
 
 
-def test_dashboard_starts_with_no_questions(page, server):
-    log_in(page, server["base_url"])
-    page.goto(f"{server['base_url']}/admin/dashboard?days=7")
+def test_dashboard_starts_with_no_questions(page, served):
+    log_in(page, served["base_url"])
+    page.goto(f"{served['base_url']}/admin/dashboard?days=7")
     assert totals(page) == {**{key: "0" for key in EXPECTED_TOTALS}, "deflection-rate": "—"}
 
 
-def test_customer_sees_suggestions_gets_a_cited_answer_and_marks_it_solved(page, server, screenshots):
-    base_url = server["base_url"]
+def test_customer_sees_suggestions_gets_a_cited_answer_and_marks_it_solved(page, served, screenshots):
+    base_url = served["base_url"]
     page.goto(base_url)
     assert page.url == f"{base_url}/help"
     page.get_by_label("Describe your problem").press_sequentially(PASSWORD_QUESTION, delay=15)
@@ -85,8 +90,8 @@ def test_customer_sees_suggestions_gets_a_cited_answer_and_marks_it_solved(page,
     page.get_by_role("heading", name="Glad that helped").wait_for()
 
 
-def test_off_topic_question_is_handed_off_and_escalated_with_a_reference(page, server, screenshots):
-    ask(page, server["base_url"], OFF_TOPIC)
+def test_off_topic_question_is_handed_off_and_escalated_with_a_reference(page, served, screenshots):
+    ask(page, served["base_url"], OFF_TOPIC)
     assert page.get_by_role("heading", name="We need a person for this one").is_visible()
     assert page.get_by_role("button", name="Yes, it's solved").count() == 0
     page.get_by_label("Your email").fill("ana@example.com")
@@ -102,20 +107,20 @@ def test_off_topic_question_is_handed_off_and_escalated_with_a_reference(page, s
     assert page.get_by_role("heading", name="Not found").is_visible()
 
 
-def test_an_answer_that_did_not_help_goes_to_an_agent(page, server):
-    ask(page, server["base_url"], REFUND_QUESTION)
+def test_an_answer_that_did_not_help_goes_to_an_agent(page, served):
+    ask(page, served["base_url"], REFUND_QUESTION)
     assert "How to request a refund" in page.locator("ol.sources").text_content()
     page.get_by_label("Your email").fill("bo@example.com")
     page.get_by_role("button", name="No, talk to a person").click()
     page.get_by_role("heading", name="A support agent has your question").wait_for()
 
 
-def test_phone_without_javascript_asks_and_marks_solved(browser, server, screenshots):
+def test_phone_without_javascript_asks_and_marks_solved(browser, served, screenshots):
     context = browser.new_context(viewport=PHONE, java_script_enabled=False)
     context.set_default_timeout(60_000)
     try:
         page = context.new_page()
-        ask(page, server["base_url"], PAYMENT_QUESTION)
+        ask(page, served["base_url"], PAYMENT_QUESTION)
         assert "Payment methods accepted" in page.locator("ol.sources").text_content()
         assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
         page.screenshot(path=str(screenshots / "help-phone.png"), full_page=True)
@@ -125,9 +130,9 @@ def test_phone_without_javascript_asks_and_marks_solved(browser, server, screens
         context.close()
 
 
-def test_dashboard_counts_what_the_customers_did(page, server, screenshots):
-    log_in(page, server["base_url"])
-    page.goto(f"{server['base_url']}/admin/dashboard?days=7")
+def test_dashboard_counts_what_the_customers_did(page, served, screenshots):
+    log_in(page, served["base_url"])
+    page.goto(f"{served['base_url']}/admin/dashboard?days=7")
     assert totals(page) == EXPECTED_TOTALS
     cited = page.locator("table.cited").text_content()
     assert "Reset your password" in cited and "How to request a refund" in cited
