@@ -171,6 +171,8 @@ class AppState(Base):
 
 
 TICKET_STATUSES = ("received", "answered", "needs_agent", "failed")
+# Why a customer sent a ticket to an agent from the help page (service/tickets/helpdesk.py).
+ESCALATION_REASONS = ("not_solved", "asked_for_person", "handed_off")
 ANSWER_MODES = ("llm", "extractive", "none")
 
 
@@ -192,10 +194,18 @@ class Ticket(Base):
     answered_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
     # SHA-256 of the secret handed to the submitter (service.tickets.secrets); NULL for older tickets.
     secret_sha256: Mapped[str | None] = mapped_column(sa.Text, nullable=True, deferred=True)
+    # The customer's verdict on the help page: solved by the answer, or sent to an agent (and why).
+    resolved_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
+    escalated_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
+    escalation_reason: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
 
     __table_args__ = (
         sa.CheckConstraint(sa.column("status").in_(TICKET_STATUSES), name="tickets_status_valid"),
+        sa.CheckConstraint(sa.or_(sa.column("escalation_reason").is_(None),
+                                  sa.column("escalation_reason").in_(ESCALATION_REASONS)),
+                           name="tickets_escalation_reason_valid"),
         sa.Index("tickets_status_created", "status", "created_at"),
+        sa.Index("tickets_created", "created_at"),
     )
 
 

@@ -14,6 +14,11 @@ COMMENT_MAX = 2_000
 _EMAIL = re.compile(r"^[^@\s\x00]+@[^@\s\x00]+\.[^@\s\x00]+$")
 
 
+def is_email(value: Any) -> bool:
+    """Whether ``value`` looks like an email address (a string of at most 254 characters with one @)."""
+    return isinstance(value, str) and len(value) <= EMAIL_MAX and _EMAIL.match(value.strip()) is not None
+
+
 def _required_text(fields: dict[str, Any], name: str, max_len: int, errors: dict[str, str]) -> str:
     value = fields.get(name)
     if not isinstance(value, str) or not value.strip():
@@ -33,7 +38,7 @@ def clean_ticket_fields(fields: dict[str, Any]) -> dict[str, Any]:
     body = _required_text(fields, "body", BODY_MAX, errors)
     email = fields.get("email")
     if email is not None:
-        if not isinstance(email, str) or len(email) > EMAIL_MAX or not _EMAIL.match(email.strip()):
+        if not is_email(email):
             errors["email"] = "must be an email address"
         else:
             email = email.strip()

@@ -26,12 +26,15 @@ PUBLIC_ENDPOINTS = frozenset({
     "static", "health.healthz", "admin.login",
     # The help-center content and its counts hold nothing private.
     "api.articles_index", "api.articles_show", "api.stats",
+    # The customer's help center: articles, and a ticket page that checks the ticket's own secret.
+    "help_root.root", "help.index", "help.articles", "help.article", "help.ticket",
 })
 # Public unless the named setting is turned off (SUPPORTRAG_PUBLIC_SEARCH / SUPPORTRAG_PUBLIC_TICKETS).
 TOGGLED_ENDPOINTS = {
     "api.search": "public_search",
     "tickets_api.tickets_create": "public_tickets",
     "tickets_api.tickets_feedback": "public_tickets",  # the customer who asked rates the answer
+    "help.ask": "public_tickets", "help.solved": "public_tickets", "help.escalate": "public_tickets",
 }
 
 
@@ -55,6 +58,11 @@ def is_public(endpoint: str, settings) -> bool:
 def is_page(path: str) -> bool:
     """Server-rendered admin pages (anything under /admin): anonymous users get the login form, not a 401."""
     return path == "/admin" or path.startswith("/admin/")
+
+
+def is_form_page(path: str) -> bool:
+    """Pages whose forms must echo the CSRF token: the admin and the customer's help center."""
+    return is_page(path) or path == "/help" or path.startswith("/help/")
 
 
 class DatabaseKeySessionInterface(SecureCookieSessionInterface):
@@ -163,8 +171,8 @@ def enforce_access() -> Response | None:
     caller = _token_caller()
     unsafe = request.method not in SAFE_METHODS
     page = is_page(request.path)
-    if page and unsafe and caller is None:
-        check_csrf()  # every form, the login form included
+    if is_form_page(request.path) and unsafe and caller is None:
+        check_csrf()  # every form, the login form and the help center's included
     if is_public(endpoint, current_app.extensions["supportrag"].settings):
         g.identity = caller or _session_caller()
         return None

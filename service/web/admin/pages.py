@@ -76,7 +76,8 @@ def _iso_when(value: str | None) -> str:
 
 
 @admin.context_processor
-def _nav() -> dict[str, Any]:
+def nav_context() -> dict[str, Any]:
+    """What admin/base.html's navigation needs (other admin blueprints reuse it)."""
     return {"identity": g.get("identity"), "import_url": url_for("admin_import.upload"),
             "importance_badge": importance_badge, "weights": vars(runtime().weights)}
 

@@ -1,0 +1,163 @@
+"""The help center's pages. Thin views: validate, call one use case, commit, redirect (forms work without JS).
+
+The three POST views stay one small function each so a rate-limit decorator can wrap them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from flask import Blueprint, redirect, render_template, request, url_for
+
+from service.db.models import Article
+from service.knowledge.articles import ArticleNotFound, get_article
+from service.tickets.helpdesk import (
+    CustomerTicket,
+    answer_sources,
+    customer_ticket,
+    escalate,
+    mark_solved,
+    ticket_fields,
+)
+from service.tickets.queries import TicketNotFound
+from service.tickets.secrets import new_ticket_secret
+from service.tickets.validation import BODY_MAX, is_email
+from service.tickets.workflow import answer_ticket
+from service.validation import ValidationError
+from service.web.errors import ApiError
+from service.web.help.markdown import render_answer, render_article, section_anchor
+from service.web.requests import db, runtime
+
+help_pages = Blueprint("help", __name__, url_prefix="/help")
+help_root = Blueprint("help_root", __name__)
+
+
+@help_root.get("/")
+def root():
+    """The site's front door is the help center."""
+    return redirect(url_for("help.index"))
+
+
+@help_pages.after_request
+def _security_headers(response):
+    response.headers.setdefault("Content-Security-Policy",
+                                "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+    response.headers.setdefault("X-Frame-Options", "DENY")
+    # Ticket pages carry their secret in the URL: never send it on to another page or site.
+    response.headers.setdefault("Referrer-Policy", "no-referrer")
+    response.headers.setdefault("Cache-Control", "no-store")
+    return response
+
+
+@help_pages.errorhandler(ApiError)
+def _error_page(exc: ApiError):
+    return render_template("help/error.html", status=exc.status, message=exc.message), exc.status
+
+
+@help_pages.errorhandler(ArticleNotFound)
+@help_pages.errorhandler(TicketNotFound)
+def _not_found_page(exc: LookupError):
+    kind = "article" if isinstance(exc, ArticleNotFound) else "ticket"
+    return render_template("help/error.html", status=404,
+                           message=f"We could not find that {kind}. Check the link and try again."), 404
+
+
+def article_url(article_id: int, section: str | None = None) -> str:
+    """A public article page, at the section's heading when there is one."""
+    return url_for("help.article", article_id=article_id, _anchor=section_anchor(section))
+
+
+def _categories() -> list[tuple[str, list[Any]]]:
+    """Every article's id and title, grouped by category (categories sorted, "Other" last).
+
+    A read of two columns kept here because service/knowledge is being reworked; it belongs there afterwards.
+    """
+    rows = db().execute(sa.select(Article.id, Article.title, Article.category)
+                        .order_by(Article.category.nulls_last(), Article.title)).all()
+    groups: dict[str, list[Any]] = {}
+    for row in rows:
+        groups.setdefault(row.category or "Other", []).append(row)
+    return list(groups.items())
+
+
+@help_pages.get("")
+def index():
+    """Describe your problem; suggestions as you type; the categories below."""
+    return render_template("help/index.html", description="", email="", error=None, categories=_categories())
+
+
+@help_pages.post("/ask")
+def ask():
+    """Store and answer the question, then show it on its ticket page (the secret link).
+
+    "Talk to a person" (``person=1`` with an email) also sends it straight to an agent.
+    """
+    description, email = request.form.get("description", "").strip(), request.form.get("email", "").strip()
+    person = request.form.get("person") == "1"
+    error = None
+    if not description or len(description) > BODY_MAX:
+        error = f"Please describe your problem (up to {BODY_MAX:,} characters)."
+    elif person and not is_email(email):
+        error = "Please enter the email address an agent should reply to."
+    if error:
+        return render_template("help/index.html", description=description, email=email, error=error,
+                               categories=_categories()), 400
+    secret, digest = new_ticket_secret()
+    ticket_id = answer_ticket(runtime(), runtime().chat, ticket_fields(description), secret_sha256=digest)
+    if person:
+        escalate(db(), ticket_id, secret, email=email, asked_for_person=True)
+        db().commit()
+    return redirect(url_for("help.ticket", ticket_id=ticket_id, key=secret), 303)
+
+
+def _ticket_page(view: CustomerTicket, key: str, *, email: str = "", error: str | None = None,
+                 status: int = 200):
+    sources = answer_sources(db(), view.ticket)
+    links = {s.number: article_url(s.article_id, s.section) for s in sources}
+    answer = render_answer(view.ticket.answer, links) if view.ticket.answer else None
+    return render_template("help/ticket.html", view=view, t=view.ticket, key=key, sources=sources, links=links,
+                           answer=answer, email=email or view.ticket.email or "", error=error), status
+
+
+@help_pages.get("/tickets/<int:ticket_id>")
+def ticket(ticket_id: int):
+    """The customer's ticket: the answer, its sources, and whether an agent has it. Wrong key → 404."""
+    key = request.args.get("key", "")
+    return _ticket_page(customer_ticket(db(), ticket_id, key), key)
+
+
+@help_pages.post("/tickets/<int:ticket_id>/solved")
+def solved(ticket_id: int):
+    """"Yes, this solved it": recorded as self-served."""
+    key = request.form.get("key", "")
+    mark_solved(db(), ticket_id, key)
+    db().commit()
+    return redirect(url_for("help.ticket", ticket_id=ticket_id, key=key, _anchor="outcome"), 303)
+
+
+@help_pages.post("/tickets/<int:ticket_id>/escalate", endpoint="escalate")
+def escalate_ticket(ticket_id: int):
+    """"No" or "talk to a person": an agent gets the ticket and replies to the email given."""
+    key, email = request.form.get("key", ""), request.form.get("email", "").strip()
+    try:
+        escalate(db(), ticket_id, key, email=email, asked_for_person=request.form.get("person") == "1")
+    except ValidationError:
+        db().rollback()
+        return _ticket_page(customer_ticket(db(), ticket_id, key), key, email=email, status=400,
+                            error="Please enter the email address an agent should reply to.")
+    db().commit()
+    return redirect(url_for("help.ticket", ticket_id=ticket_id, key=key, _anchor="outcome"), 303)
+
+
+@help_pages.get("/articles")
+def articles():
+    """Every article, by category."""
+    return render_template("help/articles.html", categories=_categories())
+
+
+@help_pages.get("/articles/<int:article_id>")
+def article(article_id: int):
+    """One article, rendered safely, each section's heading an anchor."""
+    stored = get_article(db(), article_id, runtime().embedder.model_name)
+    return render_template("help/article.html", article=stored, body=render_article(stored.content))
