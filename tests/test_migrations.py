@@ -9,6 +9,8 @@ from service.db.engine import create_engine
 from service.db.migrate import alembic_config, current_revision, downgrade_database, upgrade_database
 from service.db.models import Base
 
+from .helpers import run_cli, run_cli_json
+
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
@@ -75,3 +77,24 @@ def test_database_rejects_out_of_range_importance_even_past_the_application(sess
         with session.begin_nested():
             session.execute(sa.text(
                 "INSERT INTO knowledge_base (title, content, importance) VALUES ('t', 'c', 2.5)"))
+
+
+def test_a_database_from_before_sections_is_backfilled_by_db_upgrade_then_reembed(cli_env, db_engine, monkeypatch):
+    monkeypatch.setenv("SUPPORTRAG_AUTO_SEED", "0")
+    run_cli("db", "upgrade", "0005")
+    with db_engine.begin() as conn:  # an article as stored before sections: one vector of title + content
+        conn.execute(sa.text("""
+            INSERT INTO knowledge_base (title, content, embedding, embedding_model, content_sha256)
+            VALUES ('Gift cards', :content, :vector, 'local:all-MiniLM-L6-v2', 'old-hash')
+        """), {"content": "Check your gift card balance any time under Account, Gift cards, on the website."
+                          "\n\n## Expired gift card?\n\nWe extend gift cards that "
+                          "expired in the last year: contact support with the card number.",
+               "vector": "[" + ",".join(["0.01"] * 1536) + "]"})
+    run_cli("db", "upgrade")
+    assert run_cli_json("stats")["sections"]["total"] == 0
+    assert "re-embedded 1 articles" in run_cli("reembed").stdout
+    stats = run_cli_json("stats")
+    assert stats["sections"]["pending"] == 0 and stats["sections"]["total"] == 3  # lead, section, heading
+    assert (stats["embedded"], stats["pending"]) == (1, 0)
+    [result] = run_cli_json("search", "my gift card expired", "--limit", "1")
+    assert result["section"] == "Gift cards › Expired gift card?"
