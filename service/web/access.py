@@ -14,7 +14,7 @@ from flask.sessions import SecureCookieSessionInterface
 from sqlalchemy.exc import SQLAlchemyError
 
 from service.accounts import Admin, get_admin, load_secret_key, token_identity
-from service.web.errors import ApiError, error_response
+from service.web.errors import ApiError, error_response, is_page
 
 log = logging.getLogger(__name__)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -50,11 +50,6 @@ def is_public(endpoint: str, settings) -> bool:
         return True
     flag = TOGGLED_ENDPOINTS.get(endpoint)
     return flag is not None and bool(getattr(settings, flag))
-
-
-def is_page(path: str) -> bool:
-    """Server-rendered admin pages (anything under /admin): anonymous users get the login form, not a 401."""
-    return path == "/admin" or path.startswith("/admin/")
 
 
 class DatabaseKeySessionInterface(SecureCookieSessionInterface):

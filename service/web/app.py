@@ -13,6 +13,7 @@ from service.web.admin.importing import admin_import
 from service.web.admin.pages import admin
 from service.web.api import api, health
 from service.web.errors import register_error_handlers
+from service.web.requests import check_query_string
 from service.web.tickets import tickets_api
 
 
@@ -23,6 +24,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     runtime = runtime or default_runtime()
     app.config.update(MAX_CONTENT_LENGTH=runtime.settings.max_request_bytes)
     app.json.sort_keys = False  # keep documented field order (Flask 3.1 ignores JSON_SORT_KEYS)
+    app.before_request(check_query_string)  # before access, so nothing below ever sees a NUL
     init_access(app, runtime.settings)  # every endpoint not declared public needs an admin (service/access.py)
     if test_config:
         app.config.update(test_config)

@@ -14,7 +14,7 @@ admin_api = Blueprint("admin_api", __name__, url_prefix="/api/admin")
 @admin_api.post("/preview")
 def preview():
     """``{query, limit?, article_id?}`` → the ranking /api/search gives, plus that article's breakdown."""
-    body = json_body()
+    body = json_body(("query", "limit", "article_id"))
     article_id = body.get("article_id")
     if article_id is not None and (isinstance(article_id, bool) or not isinstance(article_id, int)):
         raise ApiError(400, "validation_error", "invalid preview", {"article_id": "must be an integer"})

@@ -22,7 +22,6 @@ from service.knowledge.articles import (
 from service.tickets.queries import TicketNotFound, get_ticket, list_tickets
 from service.validation import ValidationError
 from service.web.access import log_in, log_out
-from service.web.errors import ApiError
 from service.web.requests import db, page_count, runtime
 
 admin = Blueprint("admin", __name__, url_prefix="/admin")
@@ -83,11 +82,6 @@ def _security_headers(response):
     response.headers.setdefault("Referrer-Policy", "same-origin")
     response.headers.setdefault("Cache-Control", "no-store")
     return response
-
-
-@admin.errorhandler(ApiError)
-def _error_page(exc: ApiError):
-    return render_template("admin/error.html", status=exc.status, message=exc.message), exc.status
 
 
 @admin.errorhandler(ArticleNotFound)
