@@ -26,6 +26,8 @@ PUBLIC_ENDPOINTS = frozenset({
     "static", "health.healthz", "admin.login",
     # The help-center content and its counts hold nothing private.
     "api.articles_index", "api.articles_show", "api.stats",
+    # The API's own description.
+    "openapi.spec", "openapi.docs",
 })
 # Public unless the named setting is turned off (SUPPORTRAG_PUBLIC_SEARCH / SUPPORTRAG_PUBLIC_TICKETS).
 TOGGLED_ENDPOINTS = {

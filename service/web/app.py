@@ -16,6 +16,7 @@ from service.web.api import api, health
 from service.web.errors import register_error_handlers
 from service.web.headers import add_security_headers
 from service.web.limits import enforce_rate_limits
+from service.web.openapi import openapi
 from service.web.requests import check_query_string
 from service.web.tickets import tickets_api
 
@@ -42,6 +43,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.register_blueprint(admin_api)
     app.register_blueprint(admin)
     app.register_blueprint(admin_import)
+    app.register_blueprint(openapi)
     register_error_handlers(app)
 
     @app.teardown_appcontext
