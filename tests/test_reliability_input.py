@@ -124,6 +124,9 @@ BAD_BODIES = [
     ("huge-per-page", "get", "/api/articles?per_page=99999999999999999999", b"", 400, "validation_error",
      "per_page"),
     ("negative-page", "get", "/api/tickets?page=-1", b"", 400, "validation_error", "page"),
+    ("unknown-query-parameter", "get", "/api/articles?sort=title", b"", 400, "validation_error", "sort"),
+    ("search-limit-as-float", "post", "/api/search", b'{"query": "refund", "limit": 2.5}', 400,
+     "validation_error", "limit"),
 ]
 
 
@@ -136,7 +139,7 @@ def test_bad_input_is_a_4xx_in_the_error_shape_and_stores_nothing(seeded, client
     error = assert_error(client.open(path, method=method.upper(), **kwargs), status, code)
     if field:
         assert field in error["details"]
-    if error["details"].get(field) == "unknown field":
+    if error["details"].get(field) in ("unknown field", "unknown query parameter"):
         assert repr(field) in error["message"]  # the message names the field, not just "invalid"
     assert snapshot(client) == before
 
@@ -158,3 +161,8 @@ def test_markup_and_sql_are_stored_verbatim_and_shown_escaped(seeded, client, ad
     assert "<script>alert" not in page and "&lt;script&gt;alert" in page
     assert "<img src=x" not in page
     assert client.get("/api/tickets").status_code == 200  # the tickets table is still there
+
+
+def test_a_whole_number_sent_as_a_float_is_accepted_as_json_schema_says(seeded, client):
+    response = raw(client, "post", "/api/search", '{"query": "refund", "limit": 2.0}')
+    assert response.status_code == 200 and len(response.get_json()["results"]) == 2

@@ -16,7 +16,7 @@ from service.web.api import api, health
 from service.web.errors import register_error_handlers
 from service.web.headers import add_security_headers
 from service.web.limits import enforce_rate_limits
-from service.web.openapi import openapi
+from service.web.openapi import openapi, refuse_unknown_query_parameters
 from service.web.requests import check_query_string
 from service.web.tickets import tickets_api
 
@@ -29,6 +29,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.config.update(MAX_CONTENT_LENGTH=runtime.settings.max_request_bytes)
     app.json.sort_keys = False  # keep documented field order (Flask 3.1 ignores JSON_SORT_KEYS)
     app.before_request(check_query_string)  # before access, so nothing below ever sees a NUL
+    app.before_request(refuse_unknown_query_parameters)
     init_access(app, runtime.settings)  # every endpoint not declared public needs an admin (service/access.py)
     app.before_request(enforce_rate_limits)  # after access: admins are not limited
     app.after_request(add_security_headers)

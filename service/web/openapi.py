@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, current_app, jsonify, render_template
+from flask import Blueprint, Response, current_app, jsonify, render_template, request
 
 from service.config import Settings
 from service.web.access import PUBLIC_ENDPOINTS, is_public
+from service.web.errors import ApiError
 from service.web.openapi_schemas import SCHEMAS, ref
 
 openapi = Blueprint("openapi", __name__, url_prefix="/api")
@@ -35,6 +36,8 @@ def _path_id(name: str) -> dict[str, Any]:
     return {"name": name, "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}
 
 
+# What check_query_string lets through: no NUL or other control characters except tab.
+QUERY_TEXT_PATTERN = "^[^\\u0000-\\u0008\\u000a-\\u001f\\u007f]*$"
 PAGE = _query("page", {"type": "integer", "minimum": 1, "maximum": 1_000_000}, "page number, from 1")
 PER_PAGE = _query("per_page", {"type": "integer", "minimum": 1, "maximum": 100}, "items per page")
 SECRET_HEADER = {"name": "X-Ticket-Secret", "in": "header", "required": False, "schema": {"type": "string"},
@@ -44,7 +47,8 @@ SECRET_HEADER = {"name": "X-Ticket-Secret", "in": "header", "required": False, "
 OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], list[dict[str, Any]]]] = [
     ("/healthz", "get", "health.healthz", "Liveness plus a database round trip", None, ("200", "Health"), []),
     ("/api/articles", "get", "api.articles_index", "A page of articles, newest first", None,
-     ("200", "ArticlePage"), [PAGE, PER_PAGE, _query("category", {"type": "string"}, "only this category")]),
+     ("200", "ArticlePage"), [PAGE, PER_PAGE, _query("category", {"type": "string", "pattern": QUERY_TEXT_PATTERN},
+                                            "only this category")]),
     ("/api/articles", "post", "api.articles_create", "Create an article (embedded now, or stored as pending)",
      "ArticleCreate", ("201", "ArticleEnvelope"), []),
     ("/api/articles/{article_id}", "get", "api.articles_show", "One article", None, ("200", "ArticleEnvelope"),
@@ -74,6 +78,23 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
     ("/api/openapi.json", "get", "openapi.spec", "This description", None, ("200", None), []),
     ("/api/docs", "get", "openapi.docs", "This description as a page", None, ("200", None), []),
 ]
+
+
+QUERY_PARAMETERS = {endpoint: frozenset(p["name"] for p in parameters if p["in"] == "query")
+                    for _, _, endpoint, _, _, _, parameters in OPERATIONS}
+
+
+def refuse_unknown_query_parameters() -> None:
+    """Before every request: a described operation refuses query parameters it does not take, by name."""
+    allowed = QUERY_PARAMETERS.get(request.endpoint or "")
+    if allowed is None:
+        return  # the admin pages and static files are not described here
+    unknown = sorted(name for name in request.args if name not in allowed)
+    if unknown:
+        shown = ", ".join(repr(name) for name in unknown)
+        raise ApiError(400, "validation_error",
+                       f"unknown query parameter(s) {shown}; allowed: {', '.join(sorted(allowed)) or 'none'}",
+                       {name: "unknown query parameter" for name in unknown})
 
 
 def _security(endpoint: str, settings: Settings) -> list[dict[str, list]]:

@@ -15,7 +15,8 @@ from service.validation import QUERY_MAX, SEARCH_LIMIT_MAX
 # Some non-blank character and no NUL: what the validators call "text".
 TEXT_PATTERN = "^[^\\u0000]*\\S[^\\u0000]*$"
 NO_NUL_PATTERN = "^[^\\u0000]*$"
-EMAIL_PATTERN = "^[^@\\s\\u0000]+@[^@\\s\\u0000]+\\.[^@\\s\\u0000]+$"
+_EMAIL_PART = "[^@\\s\\u0000-\\u001f\\u007f\\u0085]+"
+EMAIL_PATTERN = f"^{_EMAIL_PART}@{_EMAIL_PART}\\.{_EMAIL_PART}$"
 
 
 def ref(name: str) -> dict[str, str]:
