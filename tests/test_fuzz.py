@@ -16,7 +16,7 @@ from service.web.openapi import build_spec
 
 from .conftest import bearer_environ
 
-EXAMPLES_PER_OPERATION = 10
+EXAMPLES_PER_OPERATION = 8
 STATUSES: Counter[int] = Counter()
 
 
