@@ -117,3 +117,11 @@ def test_security_headers_on_every_response(anonymous_client, path, csp):
     assert headers["X-Content-Type-Options"] == "nosniff"
     assert headers["X-Frame-Options"] == "DENY"
     assert headers["Referrer-Policy"] in ("no-referrer", "same-origin")
+
+
+def test_behind_a_proxy_the_forwarded_address_is_the_one_limited(seeded, limited):
+    limited.settings = replace(limited.settings, proxy_hops=1)
+    proxy = client_at(limited, "10.0.0.1")  # every request arrives from the proxy itself
+    first = {"X-Forwarded-For": "203.0.113.20"}
+    assert [proxy.post("/api/tickets", json=TICKET, headers=first).status_code for _ in range(3)] == [201, 201, 429]
+    assert proxy.post("/api/tickets", json=TICKET, headers={"X-Forwarded-For": "203.0.113.21"}).status_code == 201

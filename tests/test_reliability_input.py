@@ -5,12 +5,14 @@ The first cases are regressions: each used to end in a 500 with a traceback.
 
 from __future__ import annotations
 
+import io
 import logging
 from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
 
+from .admin_helpers import csrf_from
 from .helpers import assert_error
 
 TICKET = {"subject": "Refund", "body": "I want a refund for my order"}
@@ -166,3 +168,35 @@ def test_markup_and_sql_are_stored_verbatim_and_shown_escaped(seeded, client, ad
 def test_a_whole_number_sent_as_a_float_is_accepted_as_json_schema_says(seeded, client):
     response = raw(client, "post", "/api/search", '{"query": "refund", "limit": 2.0}')
     assert response.status_code == 200 and len(response.get_json()["results"]) == 2
+
+
+ADMIN_FORMS = [
+    # (id, method, path, form fields (the CSRF token is added), expected status)
+    ("nul-title-nan-importance", "post", "/admin/articles/new",
+     {"title": "a\x00b", "content": "c", "importance": "nan"}, 400),
+    ("nul-category-huge-importance", "post", "/admin/articles/new",
+     {"title": "ok", "content": "c\x01", "category": "x\x00", "importance": "1e999"}, 400),
+    ("nul-in-login", "post", "/admin/login", {"username": "a\x00", "password": "p\x00"}, 401),
+    ("non-utf8-and-huge-page", "get", "/admin/articles?q=%ED%A0%80&page=99999999999999999999", {}, 200),
+    ("huge-article-filter", "get", "/admin/tickets?article_id=99999999999999999999999&page=-5", {}, 200),
+]
+
+
+@pytest.mark.parametrize("method, path, form, status", [c[1:] for c in ADMIN_FORMS], ids=[c[0] for c in ADMIN_FORMS])
+def test_bad_admin_form_input_gets_an_html_page_with_a_4xx_or_is_ignored(seeded, admin_client, client, method, path,
+                                                                          form, status):
+    before = snapshot(client)
+    token = csrf_from(admin_client.get("/admin/articles/new").get_data(as_text=True))
+    kwargs = {"data": {"csrf_token": token, **form}} if method == "post" else {}
+    response = getattr(admin_client, method)(path, **kwargs)
+    assert (response.status_code, response.mimetype) == (status, "text/html")
+    assert snapshot(client) == before
+
+
+def test_a_bad_file_or_category_in_an_import_is_reported_not_a_500(seeded, admin_client, client):
+    token = csrf_from(admin_client.get("/admin/import").get_data(as_text=True))
+    response = admin_client.post("/admin/import", content_type="multipart/form-data", data={
+        "csrf_token": token, "category": "bad\x00",
+        "files": [(io.BytesIO(b"# Fine\n\nbody"), "a.md"), (io.BytesIO(b"\xff\xfe# T\x00\n\nbody"), "b.md")]})
+    assert response.status_code == 200 and response.mimetype == "text/html"
+    assert "added 0, updated 0, unchanged 0, pruned 0, failed 2" in response.get_data(as_text=True)

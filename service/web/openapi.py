@@ -29,10 +29,12 @@ ERROR_STATUSES = {
 
 
 def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    """An optional query-string parameter."""
     return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
 
 
 def _path_id(name: str) -> dict[str, Any]:
+    """A positive integer id in the path."""
     return {"name": name, "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}
 
 
@@ -105,6 +107,7 @@ def _security(endpoint: str, settings: Settings) -> list[dict[str, list]]:
 
 
 def _responses(status: str, schema: str | None, endpoint: str) -> dict[str, Any]:
+    """The success answer, the usual errors, and ``default``: every other status in the same error shape."""
     ok: dict[str, Any] = {"description": "success"}
     if endpoint == "openapi.docs":
         ok["content"] = {"text/html": {"schema": {"type": "string"}}}

@@ -16,14 +16,12 @@ from service.web.errors import ApiError
 MAX_DEPTH = 32
 
 
-def _reject_constant(name: str) -> float:
-    """``NaN``/``Infinity`` are not JSON; keep them as NaN so the field check names the field."""
+def _constant_as_nan(name: str) -> float:
+    """``NaN``/``Infinity`` are not JSON; read them as NaN so the field check refuses them by field name.
+
+    (Numbers too large for a float, ``1e400``, are read as infinity and refused the same way.)
+    """
     return math.nan
-
-
-def _parse_float(text: str) -> float:
-    """Numbers too large for a float (``1e400``) become infinity; the field check refuses those too."""
-    return float(text)
 
 
 def _problem_with_string(value: str) -> str | None:
@@ -69,7 +67,7 @@ def parse_json_object(raw: bytes, *, allowed: Collection[str] | None = None) -> 
         raise ApiError(400, "invalid_encoding", f"the request body is not valid UTF-8 (byte {exc.start})",
                        {"body": "must be UTF-8 encoded JSON"})
     try:
-        body = json.loads(text, parse_constant=_reject_constant, parse_float=_parse_float)
+        body = json.loads(text, parse_constant=_constant_as_nan)
     except RecursionError:
         raise ApiError(400, "invalid_json", f"the JSON is nested too deeply (at most {MAX_DEPTH} levels)")
     except ValueError as exc:
