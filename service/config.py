@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -44,6 +45,25 @@ def _int(env: Mapping[str, str], name: str, default: int | None) -> int | None:
         return int(raw)
     except ValueError:
         raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+
+
+_PERIODS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+_RATE_LIMIT = re.compile(r"^(?P<count>\d+)\s*/\s*(?P<number>\d+)?\s*(?:(?P<unit>second|minute|hour|day)s?)?$")
+
+
+def parse_rate_limit(name: str, raw: str | None, default: str) -> tuple[int, int] | None:
+    """``"10/minute"``, ``"5/15minutes"`` or ``"10/60"`` (seconds) → (count, seconds); ``"off"``/``"0"`` → None."""
+    value = (raw or default).strip().lower()
+    if value in ("0", "off", "none"):
+        return None
+    match = _RATE_LIMIT.match(value)
+    if not match or int(match["count"]) < 1 or not (match["number"] or match["unit"]):
+        raise ConfigError(f"{name} must look like '10/minute', '5/15minutes' or '10/60' (seconds), "
+                          f"or be 'off'; got {value!r}")
+    seconds = int(match["number"] or 1) * _PERIODS[match["unit"] or "second"]
+    if seconds < 1:
+        raise ConfigError(f"{name} needs a period of at least one second, got {value!r}")
+    return int(match["count"]), seconds
 
 
 @dataclass(frozen=True)
@@ -87,6 +107,12 @@ class Settings:
     hybrid_vector_weight: float = 0.95
     retrieval_granularity: str = "section"
     search_statement_timeout_ms: int = 2000
+    # Abuse limits per client address (count, seconds) or None; see the README's "Reliability and security".
+    rate_limit_tickets: tuple[int, int] | None = (10, 60)
+    rate_limit_feedback: tuple[int, int] | None = (30, 60)
+    rate_limit_login: tuple[int, int] | None = (10, 60)
+    login_lockout: tuple[int, int] | None = (5, 900)  # failed logins per username before it is locked
+    proxy_hops: int = 0  # trusted reverse proxies in front; their X-Forwarded-For gives the client address
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -137,6 +163,15 @@ class Settings:
             hybrid_vector_weight=_float(env, "HYBRID_VECTOR_WEIGHT", 0.95),
             retrieval_granularity=env.get("RETRIEVAL_GRANULARITY") or "section",
             search_statement_timeout_ms=_int(env, "SEARCH_STATEMENT_TIMEOUT_MS", 2000),
+            rate_limit_tickets=parse_rate_limit("SUPPORTRAG_RATE_LIMIT_TICKETS",
+                                                env.get("SUPPORTRAG_RATE_LIMIT_TICKETS"), "10/minute"),
+            rate_limit_feedback=parse_rate_limit("SUPPORTRAG_RATE_LIMIT_FEEDBACK",
+                                                 env.get("SUPPORTRAG_RATE_LIMIT_FEEDBACK"), "30/minute"),
+            rate_limit_login=parse_rate_limit("SUPPORTRAG_RATE_LIMIT_LOGIN",
+                                              env.get("SUPPORTRAG_RATE_LIMIT_LOGIN"), "10/minute"),
+            login_lockout=parse_rate_limit("SUPPORTRAG_LOGIN_LOCKOUT", env.get("SUPPORTRAG_LOGIN_LOCKOUT"),
+                                           "5/15minutes"),
+            proxy_hops=_int(env, "SUPPORTRAG_PROXY_HOPS", 0),
         )
         settings.validate()
         return settings
@@ -175,6 +210,8 @@ class Settings:
             raise ConfigError(f"RETRIEVAL_GRANULARITY must be section or article, got {self.retrieval_granularity!r}")
         if self.search_statement_timeout_ms < 1:
             raise ConfigError("SEARCH_STATEMENT_TIMEOUT_MS must be positive")
+        if self.proxy_hops < 0:
+            raise ConfigError("SUPPORTRAG_PROXY_HOPS must not be negative")
         if not 0 <= self.port <= 65535:
             raise ConfigError("PORT must be between 0 and 65535")
 

@@ -82,10 +82,18 @@ def clean_article_fields(fields: dict[str, Any], *, partial: bool = False) -> di
     return cleaned
 
 
+def whole_number(value: Any) -> Any:
+    """``3.0`` as ``3`` (JSON has one number type: a client may well send it); anything else unchanged."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def clean_search_request(query: Any, limit: Any) -> tuple[str, int]:
     """A non-empty query and a limit between 1 and SEARCH_LIMIT_MAX."""
     errors: dict[str, str] = {}
     text = _text(query, "query", max_len=QUERY_MAX, errors=errors)
+    limit = whole_number(limit)
     if isinstance(limit, bool) or not isinstance(limit, int):
         errors["limit"] = "must be an integer"
     elif not 1 <= limit <= SEARCH_LIMIT_MAX:

@@ -223,3 +223,37 @@ def test_pages_fit_a_phone_screen(browser, server, screenshots):
         phone.screenshot(path=str(screenshots / "admin-article-phone.png"))
     finally:
         context.close()
+
+
+# --- stored XSS: markup typed into articles and tickets comes back as text and never runs ---------------
+
+XSS_TITLE = '<img src=x onerror="window.__xss = \'title\'">Gift <b>cards</b>'
+XSS_CONTENT = "<script>window.__xss = 'content'</script>Check the balance under Account."
+XSS_SUBJECT = "<svg onload=\"window.__xss = 'subject'\"></svg>Where is my refund?"
+XSS_BODY = "</textarea><script>window.__xss = 'body'</script> I want a refund for my order"
+
+
+def test_markup_stored_through_the_api_is_shown_as_text_and_never_runs(page, server):
+    base, auth = server["base_url"], {"Authorization": f"Bearer {server['token']}"}
+    status, created = request_json("POST", f"{base}/api/articles", {"title": XSS_TITLE, "content": XSS_CONTENT},
+                                   auth)
+    assert status == 201
+    article_id = created["article"]["id"]
+    status, ticket = request_json("POST", f"{base}/api/tickets", {"subject": XSS_SUBJECT, "body": XSS_BODY})
+    assert status == 201
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    log_in(page, base)
+    try:
+        for path, shown in [("/admin/articles", XSS_TITLE), (f"/admin/articles/{article_id}", XSS_TITLE),
+                            ("/admin/tickets", XSS_SUBJECT), (f"/admin/tickets/{ticket['ticket']['id']}",
+                                                              XSS_BODY.strip())]:
+            response = page.goto(f"{base}{path}")
+            assert "script-src" not in response.headers["content-security-policy"]  # only 'self' scripts
+            assert shown in page.locator("main").inner_text(), path
+            assert page.evaluate("window.__xss") is None, path
+        assert page.locator("main img[src=x], main script, main svg[onload]").count() == 0
+        assert dialogs == []
+    finally:
+        request_json("DELETE", f"{base}/api/articles/{article_id}", None, auth)

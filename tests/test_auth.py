@@ -176,8 +176,9 @@ def test_public_surfaces_work_without_credentials(anonymous_client, client):
     assert anonymous_client.post("/api/search", json={"query": "gift card"}).status_code == 200
     created = anonymous_client.post("/api/tickets", json={"subject": "Gift card", "body": "Where is the balance?"})
     assert created.status_code == 201
-    ticket_id = created.get_json()["ticket"]["id"]
-    assert anonymous_client.post(f"/api/tickets/{ticket_id}/feedback", json={"helpful": True}).status_code == 201
+    ticket_id, secret = created.get_json()["ticket"]["id"], created.get_json()["secret"]
+    assert anonymous_client.post(f"/api/tickets/{ticket_id}/feedback", json={"helpful": True},
+                                 headers={"X-Ticket-Secret": secret}).status_code == 201
     # Reading tickets back exposes customer emails: admins only.
     assert_error(anonymous_client.get(f"/api/tickets/{ticket_id}"), 401, "unauthorized")
     assert client.get(f"/api/tickets/{ticket_id}").status_code == 200

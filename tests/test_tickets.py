@@ -645,7 +645,7 @@ def test_cli_gaps_prints_handed_off_and_unhelpful_tickets_by_nearest_article(cli
     engine = create_engine(cli_env, pool_size=1)
     try:
         with Session(engine) as session:
-            add_feedback(session, answered["id"], {"helpful": False, "comment": "still waiting"})
+            add_feedback(session, answered["id"], {"helpful": False, "comment": "still waiting"}, trusted=True)
             session.commit()
     finally:
         engine.dispose()

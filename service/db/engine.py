@@ -57,6 +57,8 @@ def create_engine(url: str, *, search_path: str | None = None, pool_size: int = 
         max_overflow=pool_size * 2,
         pool_pre_ping=True,
         connect_args=connect_args,
+        # Errors never carry bound values into logs: they hold ticket bodies, e-mails and token hashes.
+        hide_parameters=True,
     )
     event.listen(engine, "connect", _register_vector_if_present)
     return engine

@@ -325,3 +325,16 @@ class ApiToken(Base):
         sa.CheckConstraint(_length_between("name", 1, TOKEN_NAME_MAX), name="api_tokens_name_length"),
         sa.Index("api_tokens_token_sha256", "token_sha256", unique=True),
     )
+
+
+class RateLimitCounter(Base):
+    """Hits in one fixed time window for one bucket (e.g. ``tickets:203.0.113.7``); shared by all workers."""
+
+    __tablename__ = "rate_limit_counters"
+
+    bucket: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    window_start: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), primary_key=True)
+    hits: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    expires_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), nullable=False)
+
+    __table_args__ = (sa.Index("rate_limit_counters_expires_at", "expires_at"),)

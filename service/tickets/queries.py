@@ -11,12 +11,17 @@ from sqlalchemy.orm import Session
 
 from service.db.models import TICKET_STATUSES, AnswerFeedback, Ticket, TicketAnswer, TicketCitation
 from service.knowledge.articles import BIGINT_MAX
+from service.tickets.secrets import secret_matches
 from service.tickets.validation import clean_feedback_fields
 from service.validation import ValidationError
 
 
 class TicketNotFound(LookupError):
     """No ticket with that id."""
+
+
+class FeedbackNotAllowed(PermissionError):
+    """Feedback from someone who is neither the ticket's submitter (its secret) nor an admin."""
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -113,11 +118,15 @@ def list_tickets(session: Session, *, status: str | None = None, article_id: int
     return _views(session, tickets), total
 
 
-def add_feedback(session: Session, ticket_id: int, fields: dict[str, Any]) -> dict[str, Any]:
-    """Record whether an answer helped."""
+def add_feedback(session: Session, ticket_id: int, fields: dict[str, Any], *, secret: str | None = None,
+                 trusted: bool = False) -> dict[str, Any]:
+    """Record whether an answer helped: from an admin (``trusted``) or whoever holds the ticket's ``secret``."""
     cleaned = clean_feedback_fields(fields)
-    if not 1 <= ticket_id <= BIGINT_MAX or session.get(Ticket, ticket_id) is None:
+    ticket = session.get(Ticket, ticket_id) if 1 <= ticket_id <= BIGINT_MAX else None
+    if ticket is None:
         raise TicketNotFound(ticket_id)
+    if not trusted and not secret_matches(ticket.secret_sha256, secret):
+        raise FeedbackNotAllowed(ticket_id)
     feedback = AnswerFeedback(ticket_id=ticket_id, **cleaned)
     session.add(feedback)
     session.flush()

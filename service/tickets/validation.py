@@ -11,7 +11,8 @@ SUBJECT_MAX = 300
 BODY_MAX = 20_000
 EMAIL_MAX = 254
 COMMENT_MAX = 2_000
-_EMAIL = re.compile(r"^[^@\s\x00]+@[^@\s\x00]+\.[^@\s\x00]+$")
+# No spaces or controls anywhere (listed explicitly: Python's \s and JavaScript's disagree on \x1c-\x1f, \x85).
+_EMAIL = re.compile(r"^[^@\s\x00-\x1f\x7f\x85]+@[^@\s\x00-\x1f\x7f\x85]+\.[^@\s\x00-\x1f\x7f\x85]+$")
 
 
 def is_email(value: Any) -> bool:

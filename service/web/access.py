@@ -14,7 +14,7 @@ from flask.sessions import SecureCookieSessionInterface
 from sqlalchemy.exc import SQLAlchemyError
 
 from service.accounts import Admin, get_admin, load_secret_key, token_identity
-from service.web.errors import ApiError, error_response
+from service.web.errors import ApiError, error_response, is_page
 
 log = logging.getLogger(__name__)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -28,6 +28,8 @@ PUBLIC_ENDPOINTS = frozenset({
     "api.articles_index", "api.articles_show", "api.stats",
     # The customer's help center: articles, and a ticket page that checks the ticket's own secret.
     "help_root.root", "help.index", "help.articles", "help.article", "help.ticket",
+    # The API's own description.
+    "openapi.spec", "openapi.docs",
 })
 # Public unless the named setting is turned off (SUPPORTRAG_PUBLIC_SEARCH / SUPPORTRAG_PUBLIC_TICKETS).
 TOGGLED_ENDPOINTS = {
@@ -53,11 +55,6 @@ def is_public(endpoint: str, settings) -> bool:
         return True
     flag = TOGGLED_ENDPOINTS.get(endpoint)
     return flag is not None and bool(getattr(settings, flag))
-
-
-def is_page(path: str) -> bool:
-    """Server-rendered admin pages (anything under /admin): anonymous users get the login form, not a 401."""
-    return path == "/admin" or path.startswith("/admin/")
 
 
 def is_form_page(path: str) -> bool:

@@ -21,6 +21,8 @@ api = Blueprint("api", __name__, url_prefix="/api")
 health = Blueprint("health", __name__)
 
 PER_PAGE_MAX = 100
+ARTICLE_FIELDS = ("title", "content", "category", "importance")
+SEARCH_FIELDS = ("query", "limit", "explain")
 
 
 @api.get("/articles")
@@ -39,7 +41,7 @@ def articles_index():
 @api.post("/articles")
 def articles_create():
     """Create an article; 201 even when embedding failed (then ``embedding_status: pending``)."""
-    article = add_article(db(), runtime().embedder, json_body())
+    article = add_article(db(), runtime().embedder, json_body(ARTICLE_FIELDS))
     db().commit()
     response = jsonify({"article": article.to_dict()})
     response.status_code = 201
@@ -56,7 +58,7 @@ def articles_show(article_id: int):
 @api.patch("/articles/<int:article_id>")
 def articles_update(article_id: int):
     """Change importance, title, content or category; changed text is re-embedded."""
-    article = update_article(db(), runtime().embedder, article_id, json_body())
+    article = update_article(db(), runtime().embedder, article_id, json_body(ARTICLE_FIELDS))
     db().commit()
     return jsonify({"article": article.to_dict()})
 
@@ -76,7 +78,7 @@ def search():
     If the embedding provider fails, results come from the full-text leg alone and
     the answer says so in ``degraded``.
     """
-    body = json_body()
+    body = json_body(SEARCH_FIELDS)
     explain = body.get("explain", False)
     if not isinstance(explain, bool):
         raise ApiError(400, "validation_error", "invalid search", {"explain": "must be true or false"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Flask, g
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from service.runtime import Runtime, default_runtime
 from service.web.access import init_access
@@ -14,7 +15,11 @@ from service.web.admin.importing import admin_import
 from service.web.admin.pages import admin
 from service.web.api import api, health
 from service.web.errors import register_error_handlers
+from service.web.headers import add_security_headers
 from service.web.help.pages import help_pages, help_root
+from service.web.limits import enforce_rate_limits
+from service.web.openapi import openapi, refuse_unknown_query_parameters
+from service.web.requests import check_query_string
 from service.web.tickets import tickets_api
 
 
@@ -25,7 +30,13 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     runtime = runtime or default_runtime()
     app.config.update(MAX_CONTENT_LENGTH=runtime.settings.max_request_bytes)
     app.json.sort_keys = False  # keep documented field order (Flask 3.1 ignores JSON_SORT_KEYS)
+    app.before_request(check_query_string)  # before access, so nothing below ever sees a NUL
+    app.before_request(refuse_unknown_query_parameters)
     init_access(app, runtime.settings)  # every endpoint not declared public needs an admin (service/access.py)
+    app.before_request(enforce_rate_limits)  # after access: admins are not limited
+    app.after_request(add_security_headers)
+    if runtime.settings.proxy_hops:
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=runtime.settings.proxy_hops)  # type: ignore[method-assign]
     if test_config:
         app.config.update(test_config)
     app.extensions["supportrag"] = runtime
@@ -38,6 +49,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.register_blueprint(admin_dashboard)
     app.register_blueprint(help_pages)
     app.register_blueprint(help_root)
+    app.register_blueprint(openapi)
     register_error_handlers(app)
 
     @app.teardown_appcontext

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Collection
 
 from flask import current_app, g, request
 
 from service.runtime import Runtime
 from service.web.errors import ApiError
+from service.web.payload import parse_json_object
+
+# C0 controls other than tab, and DEL: nothing a person types into a filter or a search box.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 def runtime() -> Runtime:
@@ -22,16 +27,21 @@ def db():
     return g.db
 
 
-def json_body() -> dict[str, Any]:
-    """The request's JSON object, or a 415/400 in the error shape."""
+def json_body(allowed: Collection[str] | None = None) -> dict[str, Any]:
+    """The request's JSON object with only ``allowed`` fields (when given), or a 415/413/400 in the error shape."""
     if not request.is_json:
         raise ApiError(415, "unsupported_media_type", "send a JSON body with Content-Type: application/json")
-    body = request.get_json(silent=True)
-    if body is None:
-        raise ApiError(400, "invalid_json", "the request body is not valid JSON")
-    if not isinstance(body, dict):
-        raise ApiError(400, "invalid_json", "the request body must be a JSON object")
-    return body
+    return parse_json_object(request.get_data(cache=True), allowed=allowed)
+
+
+def check_query_string() -> None:
+    """Before every request: refuse NUL and control characters in query-string names and values (400)."""
+    for name, value in request.args.items(multi=True):
+        if _CONTROL.search(name) or _CONTROL.search(value):
+            shown = _CONTROL.sub("?", name)
+            raise ApiError(400, "validation_error",
+                           f"query parameter {shown!r} contains a NUL or control character; remove it",
+                           {shown: "must not contain NUL or control characters"})
 
 
 def int_arg(name: str, default: int, *, low: int, high: int) -> int:

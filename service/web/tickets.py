@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify, request, url_for
+from flask import Blueprint, g, jsonify, request, url_for
 
 from service.tickets.queries import add_feedback, content_gaps, get_ticket, list_tickets
 from service.tickets.secrets import new_ticket_secret
@@ -10,6 +10,9 @@ from service.tickets.workflow import answer_ticket
 from service.web.requests import db, int_arg, json_body, page_count, runtime
 
 tickets_api = Blueprint("tickets_api", __name__, url_prefix="/api")
+TICKET_FIELDS = ("subject", "body", "email")
+FEEDBACK_FIELDS = ("helpful", "comment")
+SECRET_HEADER = "X-Ticket-Secret"
 
 
 @tickets_api.post("/tickets")
@@ -20,7 +23,7 @@ def tickets_create():
     """
     rt = runtime()
     secret, digest = new_ticket_secret()
-    ticket_id = answer_ticket(rt, rt.chat, json_body(), secret_sha256=digest)
+    ticket_id = answer_ticket(rt, rt.chat, json_body(TICKET_FIELDS), secret_sha256=digest)
     response = jsonify({"ticket": get_ticket(db(), ticket_id).to_dict(), "secret": secret})
     response.status_code = 201
     response.headers["Location"] = url_for("tickets_api.tickets_show", ticket_id=ticket_id)
@@ -47,8 +50,9 @@ def tickets_index():
 
 @tickets_api.post("/tickets/<int:ticket_id>/feedback")
 def tickets_feedback(ticket_id: int):
-    """``{helpful, comment?}`` → 201."""
-    feedback = add_feedback(db(), ticket_id, json_body())
+    """``{helpful, comment?}`` → 201; from an admin, or the submitter sending the ticket's secret in X-Ticket-Secret."""
+    feedback = add_feedback(db(), ticket_id, json_body(FEEDBACK_FIELDS), secret=request.headers.get(SECRET_HEADER),
+                            trusted=g.get("identity") is not None)
     db().commit()
     return jsonify({"feedback": feedback}), 201
 

@@ -23,7 +23,7 @@ from service.knowledge.indexing import list_sections
 from service.tickets.queries import TicketNotFound, get_ticket, list_tickets
 from service.validation import ValidationError
 from service.web.access import log_in, log_out
-from service.web.errors import ApiError
+from service.web.limits import count_failed_login, refuse_locked_username
 from service.web.requests import db, page_count, runtime
 
 admin = Blueprint("admin", __name__, url_prefix="/admin")
@@ -82,21 +82,6 @@ def nav_context() -> dict[str, Any]:
             "importance_badge": importance_badge, "weights": vars(runtime().weights)}
 
 
-@admin.after_request
-def _security_headers(response):
-    response.headers.setdefault("Content-Security-Policy",
-                                "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
-    response.headers.setdefault("X-Frame-Options", "DENY")
-    response.headers.setdefault("Referrer-Policy", "same-origin")
-    response.headers.setdefault("Cache-Control", "no-store")
-    return response
-
-
-@admin.errorhandler(ApiError)
-def _error_page(exc: ApiError):
-    return render_template("admin/error.html", status=exc.status, message=exc.message), exc.status
-
-
 @admin.errorhandler(ArticleNotFound)
 @admin.errorhandler(TicketNotFound)
 def _not_found_page(exc: LookupError):
@@ -110,12 +95,18 @@ def login():
     next_url = safe_next(request.values.get("next"))
     if request.method == "POST":
         username = request.form.get("username", "")
+        lockout = runtime().settings.login_lockout
+        if lockout:
+            refuse_locked_username(db(), username, lockout)
         found = authenticate(db(), username, request.form.get("password", ""))
         if found is not None:
             db().commit()
             log_in(found)
             flash(f"Logged in as {found.username}.", "success")
             return redirect(next_url)
+        if lockout:
+            count_failed_login(db(), username, lockout)
+            db().commit()
         flash("Wrong username or password.", "error")
         return render_template("admin/login.html", next=next_url, username=username, no_admins=False), 401
     return render_template("admin/login.html", next=next_url, username="", no_admins=count_admins(db()) == 0)

@@ -52,7 +52,8 @@ def _security_headers(response):
 
 @help_pages.errorhandler(ApiError)
 def _error_page(exc: ApiError):
-    return render_template("help/error.html", status=exc.status, message=exc.message), exc.status
+    """The help center's own error page (a 429 keeps its Retry-After)."""
+    return render_template("help/error.html", status=exc.status, message=exc.message), exc.status, exc.headers
 
 
 @help_pages.errorhandler(ArticleNotFound)

@@ -1,0 +1,157 @@
+"""The OpenAPI 3.1 description of the JSON API, served at /api/openapi.json, and a readable page at /api/docs.
+
+Each operation names the Flask endpoint that serves it, so a test can hold the description and the
+registered routes to each other, and the security of each operation comes from the access policy itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, render_template, request
+
+from service.config import Settings
+from service.web.access import PUBLIC_ENDPOINTS, is_public
+from service.web.errors import ApiError
+from service.web.openapi_schemas import SCHEMAS, ref
+
+openapi = Blueprint("openapi", __name__, url_prefix="/api")
+DOCS_CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'"
+ERROR_STATUSES = {
+    "400": "invalid input: bad JSON, wrong types, out-of-range values or unknown fields (named in the message)",
+    "401": "needs an admin: send `Authorization: Bearer <token>`",
+    "404": "no such resource",
+    "413": "request body larger than SUPPORTRAG_MAX_REQUEST_BYTES",
+    "415": "the body is not `Content-Type: application/json`",
+    "429": "rate limited; see `Retry-After`",
+    "503": "the database or embedding provider is unavailable; see `Retry-After`",
+}
+
+
+def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    """An optional query-string parameter."""
+    return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
+
+
+def _path_id(name: str) -> dict[str, Any]:
+    """A positive integer id in the path."""
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}
+
+
+# What check_query_string lets through: no NUL or other control characters except tab.
+QUERY_TEXT_PATTERN = "^[^\\u0000-\\u0008\\u000a-\\u001f\\u007f]*$"
+PAGE = _query("page", {"type": "integer", "minimum": 1, "maximum": 1_000_000}, "page number, from 1")
+PER_PAGE = _query("per_page", {"type": "integer", "minimum": 1, "maximum": 100}, "items per page")
+SECRET_HEADER = {"name": "X-Ticket-Secret", "in": "header", "required": False, "schema": {"type": "string"},
+                 "description": "the `secret` returned when the ticket was submitted (not needed by admins)"}
+
+# (path, method, endpoint, summary, request body schema or None, (status, response schema or None), parameters)
+OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], list[dict[str, Any]]]] = [
+    ("/healthz", "get", "health.healthz", "Liveness plus a database round trip", None, ("200", "Health"), []),
+    ("/api/articles", "get", "api.articles_index", "A page of articles, newest first", None,
+     ("200", "ArticlePage"), [PAGE, PER_PAGE, _query("category", {"type": "string", "pattern": QUERY_TEXT_PATTERN},
+                                            "only this category")]),
+    ("/api/articles", "post", "api.articles_create", "Create an article (embedded now, or stored as pending)",
+     "ArticleCreate", ("201", "ArticleEnvelope"), []),
+    ("/api/articles/{article_id}", "get", "api.articles_show", "One article", None, ("200", "ArticleEnvelope"),
+     [_path_id("article_id")]),
+    ("/api/articles/{article_id}", "patch", "api.articles_update", "Change fields; changed text is re-embedded",
+     "ArticleUpdate", ("200", "ArticleEnvelope"), [_path_id("article_id")]),
+    ("/api/articles/{article_id}", "delete", "api.articles_delete", "Delete an article", None, ("204", None),
+     [_path_id("article_id")]),
+    ("/api/search", "post", "api.search", "Ranked articles for a query, with the score breakdown",
+     "SearchRequest", ("200", "SearchResponse"), []),
+    ("/api/stats", "get", "api.stats", "Article counts, active model and vector index", None, ("200", "Stats"), []),
+    ("/api/tickets", "post", "tickets_api.tickets_create", "Submit a ticket; answered at once; returns its secret",
+     "TicketCreate", ("201", "TicketCreated"), []),
+    ("/api/tickets", "get", "tickets_api.tickets_index", "Tickets, newest first", None, ("200", "TicketPage"),
+     [PAGE, PER_PAGE, _query("status", {"enum": ["received", "answered", "needs_agent", "failed"]}, "status"),
+      _query("article_id", {"type": "integer", "minimum": 1, "maximum": 2**62}, "tickets that retrieved it")]),
+    ("/api/tickets/{ticket_id}", "get", "tickets_api.tickets_show", "One ticket with answer and citations", None,
+     ("200", "TicketEnvelope"), [_path_id("ticket_id")]),
+    ("/api/tickets/{ticket_id}/feedback", "post", "tickets_api.tickets_feedback",
+     "Whether the answer helped (the submitter, with X-Ticket-Secret, or an admin)", "FeedbackCreate",
+     ("201", "FeedbackEnvelope"), [_path_id("ticket_id"), SECRET_HEADER]),
+    ("/api/reports/gaps", "get", "tickets_api.reports_gaps", "Handed-off or unhelpful tickets by nearest article",
+     None, ("200", "Gaps"), [_query("days", {"type": "integer", "minimum": 1, "maximum": 3650}, "look back"),
+                             _query("limit", {"type": "integer", "minimum": 1, "maximum": 200}, "most groups")]),
+    ("/api/admin/preview", "post", "admin_api.preview", "The ranking search gives, plus one article's breakdown",
+     "PreviewRequest", ("200", "Preview"), []),
+    ("/api/openapi.json", "get", "openapi.spec", "This description", None, ("200", None), []),
+    ("/api/docs", "get", "openapi.docs", "This description as a page", None, ("200", None), []),
+]
+
+
+QUERY_PARAMETERS = {endpoint: frozenset(p["name"] for p in parameters if p["in"] == "query")
+                    for _, _, endpoint, _, _, _, parameters in OPERATIONS}
+
+
+def refuse_unknown_query_parameters() -> None:
+    """Before every request: a described operation refuses query parameters it does not take, by name."""
+    allowed = QUERY_PARAMETERS.get(request.endpoint or "")
+    if allowed is None:
+        return  # the admin pages and static files are not described here
+    unknown = sorted(name for name in request.args if name not in allowed)
+    if unknown:
+        shown = ", ".join(repr(name) for name in unknown)
+        raise ApiError(400, "validation_error",
+                       f"unknown query parameter(s) {shown}; allowed: {', '.join(sorted(allowed)) or 'none'}",
+                       {name: "unknown query parameter" for name in unknown})
+
+
+def _security(endpoint: str, settings: Settings) -> list[dict[str, list]]:
+    """Anonymous callers allowed (``{}``) or an admin bearer token needed, per the access policy."""
+    if endpoint in PUBLIC_ENDPOINTS:
+        return [{}]
+    return [{}, {"bearerAuth": []}] if is_public(endpoint, settings) else [{"bearerAuth": []}]
+
+
+def _responses(status: str, schema: str | None, endpoint: str) -> dict[str, Any]:
+    """The success answer, the usual errors, and ``default``: every other status in the same error shape."""
+    ok: dict[str, Any] = {"description": "success"}
+    if endpoint == "openapi.docs":
+        ok["content"] = {"text/html": {"schema": {"type": "string"}}}
+    elif schema:
+        ok["content"] = {"application/json": {"schema": ref(schema)}}
+    error = {"content": {"application/json": {"schema": ref("Error")}}}
+    responses = {status: ok, **{code: {"description": text, **error} for code, text in ERROR_STATUSES.items()}}
+    responses["default"] = {"description": "any other error, in the same shape", **error}
+    return responses
+
+
+def build_spec(settings: Settings) -> dict[str, Any]:
+    """The whole description for an app running with ``settings``."""
+    paths: dict[str, dict[str, Any]] = {}
+    for path, method, endpoint, summary, body, (status, schema), parameters in OPERATIONS:
+        operation: dict[str, Any] = {
+            "operationId": endpoint, "summary": summary, "parameters": parameters,
+            "security": _security(endpoint, settings), "responses": _responses(status, schema, endpoint),
+        }
+        if body:
+            operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": ref(body)}}}
+        paths.setdefault(path, {})[method] = operation
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "supportrag", "version": "1", "description": (
+            "Support-ticket answering on PostgreSQL + pgvector. Every error has one shape (`Error`); "
+            "unknown fields are refused by name.")},
+        "paths": paths,
+        "components": {"schemas": SCHEMAS,
+                       "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer",
+                                                          "description": "`supportrag token create`"}}},
+    }
+
+
+@openapi.get("/openapi.json")
+def spec():
+    """The OpenAPI 3.1 description."""
+    return jsonify(build_spec(current_app.extensions["supportrag"].settings))
+
+
+@openapi.get("/docs")
+def docs():
+    """Every operation with its parameters, body and answers, readable without any script."""
+    page = render_template("openapi/docs.html", spec=build_spec(current_app.extensions["supportrag"].settings))
+    response = Response(page, mimetype="text/html")
+    response.headers["Content-Security-Policy"] = DOCS_CSP
+    return response

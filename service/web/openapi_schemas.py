@@ -1,0 +1,125 @@
+"""JSON Schemas (OpenAPI 3.1 components) for the request and response bodies of the JSON API.
+
+Request schemas are as strict as the validators (lengths, ranges, no unknown fields), so a fuzzer that
+follows them sends only what the service accepts; response schemas say what clients may rely on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.db.models import CATEGORY_MAX, CONTENT_MAX, IMPORTANCE_MAX, IMPORTANCE_MIN, TICKET_STATUSES, TITLE_MAX
+from service.tickets.validation import BODY_MAX, COMMENT_MAX, EMAIL_MAX, SUBJECT_MAX
+from service.validation import QUERY_MAX, SEARCH_LIMIT_MAX
+
+# Some non-blank character and no NUL: what the validators call "text".
+TEXT_PATTERN = "^[^\\u0000]*\\S[^\\u0000]*$"
+NO_NUL_PATTERN = "^[^\\u0000]*$"
+_EMAIL_PART = "[^@\\s\\u0000-\\u001f\\u007f\\u0085]+"
+EMAIL_PATTERN = f"^{_EMAIL_PART}@{_EMAIL_PART}\\.{_EMAIL_PART}$"
+
+
+def ref(name: str) -> dict[str, str]:
+    """A reference to a component schema."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` or null (OpenAPI 3.1 spells it as a type list)."""
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def obj(properties: dict[str, Any], required: list[str] | None = None, *, closed: bool = False) -> dict[str, Any]:
+    """An object schema; ``closed`` forbids other properties (request bodies)."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    if closed:
+        schema["additionalProperties"] = False
+    return schema
+
+
+def text(max_length: int) -> dict[str, Any]:
+    """A non-blank string without NUL of at most ``max_length`` characters (after trimming)."""
+    return {"type": "string", "minLength": 1, "maxLength": max_length, "pattern": TEXT_PATTERN}
+
+
+STRING, INTEGER, NUMBER, BOOLEAN = ({"type": t} for t in ("string", "integer", "number", "boolean"))
+TIMESTAMP = {"type": "string", "format": "date-time"}
+WEIGHTS = obj({"similarity_weight": NUMBER, "recency_weight": NUMBER, "recency_window_days": NUMBER},
+              ["similarity_weight", "recency_weight", "recency_window_days"])
+ARTICLE_FIELDS = {
+    "title": text(TITLE_MAX), "content": text(CONTENT_MAX),
+    "category": nullable({"type": "string", "maxLength": CATEGORY_MAX, "pattern": NO_NUL_PATTERN}),
+    "importance": {"type": "number", "minimum": IMPORTANCE_MIN, "maximum": IMPORTANCE_MAX},
+}
+PAGE_FIELDS = {"page": INTEGER, "per_page": INTEGER, "total": INTEGER, "pages": INTEGER}
+
+SCHEMAS: dict[str, Any] = {
+    "Error": obj({"error": obj({"code": STRING, "message": {"type": "string", "minLength": 1},
+                                "details": {"type": "object"}}, ["code", "message", "details"], closed=True)},
+                 ["error"], closed=True),
+    "ArticleCreate": obj(ARTICLE_FIELDS, ["title", "content"], closed=True),
+    "ArticleUpdate": obj(ARTICLE_FIELDS, closed=True),
+    "Article": obj({
+        "id": INTEGER, "title": STRING, "content": STRING, "category": nullable(STRING), "importance": NUMBER,
+        "created_at": TIMESTAMP, "updated_at": TIMESTAMP, "embedding_model": nullable(STRING),
+        "embedding_status": {"enum": ["embedded", "pending", "stale"]}, "embedding_error": nullable(STRING),
+    }, ["id", "title", "content", "category", "importance", "created_at", "updated_at", "embedding_status"]),
+    "ArticleEnvelope": obj({"article": ref("Article")}, ["article"]),
+    "ArticlePage": obj({"articles": {"type": "array", "items": ref("Article")}, **PAGE_FIELDS},
+                       ["articles", *PAGE_FIELDS]),
+    "SearchRequest": obj({
+        "query": text(QUERY_MAX), "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_LIMIT_MAX},
+        "explain": BOOLEAN,
+    }, ["query"], closed=True),
+    "SearchResult": obj({
+        "id": INTEGER, "title": STRING, "section": nullable(STRING), "category": nullable(STRING),
+        "snippet": STRING, "similarity": nullable(NUMBER), "relevance": nullable(NUMBER), "recency": NUMBER,
+        "importance": NUMBER, "score": NUMBER, "created_at": TIMESTAMP, "explain": {"type": "object"},
+    }, ["id", "title", "snippet", "score"]),
+    "SearchResponse": obj({
+        "query": STRING, "model": STRING, "mode": STRING, "degraded": nullable(STRING), "weights": WEIGHTS,
+        "results": {"type": "array", "items": ref("SearchResult")}, "lexical_query": nullable(STRING),
+        "synonyms_used": {"type": "array"},
+    }, ["query", "model", "mode", "degraded", "weights", "results"]),
+    "Stats": obj({"articles": INTEGER, "embedded": INTEGER, "pending": INTEGER, "stale": INTEGER, "model": STRING,
+                  "index": nullable(obj({"name": STRING, "definition": STRING}))},
+                 ["articles", "embedded", "pending", "stale", "model", "index"]),
+    "TicketCreate": obj({
+        "subject": text(SUBJECT_MAX), "body": text(BODY_MAX),
+        "email": nullable({"type": "string", "maxLength": EMAIL_MAX, "pattern": EMAIL_PATTERN}),
+    }, ["subject", "body"], closed=True),
+    "Feedback": obj({"ticket_id": INTEGER, "helpful": BOOLEAN, "comment": nullable(STRING),
+                     "created_at": TIMESTAMP}, ["ticket_id", "helpful", "comment", "created_at"]),
+    "FeedbackEnvelope": obj({"feedback": ref("Feedback")}, ["feedback"]),
+    "FeedbackCreate": obj({"helpful": BOOLEAN, "comment": nullable(
+        {"type": "string", "maxLength": COMMENT_MAX, "pattern": NO_NUL_PATTERN})}, ["helpful"], closed=True),
+    "Ticket": obj({
+        "id": INTEGER, "subject": STRING, "body": STRING, "email": nullable(STRING),
+        "status": {"enum": list(TICKET_STATUSES)}, "created_at": TIMESTAMP, "answered_at": nullable(TIMESTAMP),
+        "answer": nullable(STRING), "mode": nullable(STRING), "reason": nullable(STRING), "model": nullable(STRING),
+        "error": nullable(STRING), "timings": {"type": "object"}, "tokens": {"type": "object"},
+        "gate": nullable({"type": "object"}),
+        "citations": {"type": "array", "items": obj({"article_id": nullable(INTEGER), "title": STRING,
+                                                     "rank": INTEGER, "cited": BOOLEAN})},
+        "feedback": {"type": "array", "items": obj({"helpful": BOOLEAN, "comment": nullable(STRING)})},
+    }, ["id", "subject", "body", "status", "created_at", "answer", "citations", "feedback"]),
+    "TicketCreated": obj({"ticket": ref("Ticket"), "secret": {"type": "string", "minLength": 16}},
+                         ["ticket", "secret"]),
+    "TicketEnvelope": obj({"ticket": ref("Ticket")}, ["ticket"]),
+    "TicketPage": obj({"tickets": {"type": "array", "items": ref("Ticket")}, **PAGE_FIELDS},
+                      ["tickets", *PAGE_FIELDS]),
+    "Gaps": obj({"days": INTEGER, "groups": {"type": "array", "items": obj({
+        "nearest_article": nullable({"type": "object"}), "tickets": INTEGER, "needs_agent": INTEGER,
+        "not_helpful": INTEGER, "mean_similarity": nullable(NUMBER), "examples": {"type": "array"}})}},
+        ["days", "groups"]),
+    "PreviewRequest": obj({
+        "query": text(QUERY_MAX), "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_LIMIT_MAX},
+        "article_id": nullable({"type": "integer"}),
+    }, ["query"], closed=True),
+    "Preview": obj({"query": STRING, "mode": STRING, "degraded": nullable(STRING), "limit": INTEGER,
+                    "weights": WEIGHTS, "now": TIMESTAMP, "results": {"type": "array"},
+                    "article": nullable({"type": "object"})}, ["query", "mode", "results", "article"]),
+    "Health": obj({"status": {"const": "ok"}, "database": {"const": "ok"}}, ["status", "database"]),
+}

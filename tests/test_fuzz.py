@@ -1,0 +1,59 @@
+"""Schemathesis over every operation of /api/openapi.json (as an admin, so protected ones are reached too):
+no 5xx, and every response conforms to the description. Bounded and derandomised so CI stays fast."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterator
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
+
+from service.config import Settings
+from service.web.openapi import build_spec
+
+from .conftest import bearer_environ
+
+EXAMPLES_PER_OPERATION = 8
+STATUSES: Counter[int] = Counter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fuzz_summary() -> Iterator[None]:
+    """Print how many cases ran and how many were 5xx (run with -s to see it; the README quotes it)."""
+    yield
+    errors = sum(count for status, count in STATUSES.items() if status >= 500)
+    print(f"\nfuzz: {sum(STATUSES.values())} cases, {errors} 5xx, statuses {dict(sorted(STATUSES.items()))}")
+
+
+@pytest.fixture
+def admin_headers(runtime) -> dict[str, str]:
+    """An admin bearer token (admins are not rate limited, so the fuzzer is never throttled)."""
+    return {"Authorization": bearer_environ(runtime, "fuzz")["HTTP_AUTHORIZATION"]}
+
+
+# schemathesis' own pytest plugin (schema.parametrize) does not run under pytest 9, so each operation is a
+# parametrised test that draws its cases from schemathesis' strategy with Hypothesis directly.
+SPEC = build_spec(Settings())
+CASES = [(f"{method.upper()} {path}", mode) for path, ops in SPEC["paths"].items() for method, op in ops.items()
+         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
+         if mode is GenerationMode.POSITIVE or op["parameters"] or "requestBody" in op]  # else nothing is invalid
+
+
+@pytest.mark.parametrize("label, mode", CASES, ids=[f"{label}-{mode.value}" for label, mode in CASES])
+def test_no_operation_answers_5xx_or_outside_its_description(seeded, app, admin_headers, label, mode):
+    """Valid cases must be accepted (2xx or 404 for ids that do not exist); invalid ones must get a 4xx."""
+    operation = schemathesis.openapi.from_wsgi("/api/openapi.json", app).find_operation_by_label(label)
+    assert operation is not None, label
+
+    @given(case=operation.as_strategy(generation_mode=mode))
+    @settings(max_examples=EXAMPLES_PER_OPERATION, derandomize=True, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    def check(case) -> None:
+        response = case.call(headers=admin_headers)
+        STATUSES[response.status_code] += 1
+        case.validate_response(response, headers=admin_headers)
+
+    check()
