@@ -15,9 +15,11 @@ import sqlalchemy as sa
 from service.config import Settings
 from service.db.engine import create_engine
 from service.db.migrate import upgrade_database
-from service.db.models import Article
+from service.db.models import Article, ArticleSection
 from service.knowledge.articles import reembed_batch
-from service.providers.embeddings import article_embedding_text, text_sha256
+from service.knowledge.indexing import plan_sections
+from service.knowledge.sections import card_embedding_text, section_embedding_text
+from service.providers.embeddings import text_sha256
 from service.runtime import Runtime
 from service.web.app import create_app
 
@@ -101,15 +103,23 @@ def test_concurrent_patches_of_one_article_all_succeed_and_the_last_write_wins(s
 
 
 def assert_vectors_match_text(runtime: Runtime) -> None:
-    """Every article's vector and hash are those of its current text: no stale vector anywhere."""
+    """Every article's vectors and hashes (its own and its sections') are those of its current text."""
+    embedder = runtime.embedder
     with runtime.session() as session:
-        rows = session.execute(sa.select(Article.title, Article.content, Article.category, Article.content_sha256,
-                                         Article.embedding, Article.embedding_model)).all()
+        rows = session.execute(sa.select(Article.id, Article.title, Article.content, Article.content_sha256,
+                                         Article.embedding)).all()
+        sections = session.execute(sa.select(ArticleSection.article_id, ArticleSection.content_sha256,
+                                             ArticleSection.embedding).order_by(ArticleSection.ordinal)).all()
     for row in rows:
-        text = article_embedding_text(row.title, row.content, row.category)
-        assert row.content_sha256 == text_sha256(text), row.title
-        expected = runtime.embedder.inner.embed([text])[0]
-        assert np.allclose(np.asarray(row.embedding)[:len(expected)], expected, atol=1e-5), row.title
+        drafts = plan_sections(embedder, row.title, row.content)
+        card = card_embedding_text(row.title, drafts)
+        texts = [section_embedding_text(row.title, d.heading_path, d.text, d.kind) for d in drafts]
+        assert row.content_sha256 == text_sha256(card), row.title
+        stored = [s for s in sections if s.article_id == row.id]
+        assert [s.content_sha256 for s in stored] == [text_sha256(text) for text in texts], row.title
+        expected = embedder.inner.embed([card, *texts])
+        for vector, wanted in zip([row.embedding, *(s.embedding for s in stored)], expected):
+            assert np.allclose(np.asarray(vector)[:len(wanted)], wanted, atol=1e-5), row.title
 
 
 def test_reembed_while_articles_are_edited_leaves_no_stale_vector_for_changed_text(served):

@@ -17,10 +17,10 @@ UNDESCRIBED = {"static"}  # the admin pages' CSS and JavaScript
 
 
 def registered_operations(app) -> dict[tuple[str, str], str]:
-    """(OpenAPI path, method) → endpoint for every JSON route (not the HTML admin pages)."""
+    """(OpenAPI path, method) → endpoint for every JSON route (not the HTML admin and help pages)."""
     operations = {}
     for rule in app.url_map.iter_rules():
-        if rule.endpoint in UNDESCRIBED or rule.rule.startswith("/admin"):
+        if rule.endpoint in UNDESCRIBED or rule.rule.startswith(("/admin", "/help")) or rule.rule == "/":
             continue
         path = re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", rule.rule)
         for method in rule.methods - {"HEAD", "OPTIONS"}:

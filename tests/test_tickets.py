@@ -442,9 +442,12 @@ def test_cli_ask_offline_quotes_and_cites_the_refund_article(cli_env):
 
     lines = result.stdout.splitlines()
     assert re.match(r"ticket \d+: answered \(mode: extractive; ", lines[0]), lines[0]
-    assert "From our help article “How to request a refund” [1]" in result.stdout
+    assert "From our help article “How to request a refund”, section “When will I get my money back?” [1]" \
+        in result.stdout
     assert any(re.match(r"\s*\[1\] cited How to request a refund\s+score ", line) for line in lines), result.stdout
     assert sum(" cited " in line for line in lines) == 1
+    cited = lines.index(next(line for line in lines if " cited " in line))
+    assert lines[cited + 1].strip() == "section: How to request a refund › When will I get my money back?"
 
 
 # --- HTTP ----------------------------------------------------------------------------------------
