@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+import platformdirs
+
 VECTOR_DIMENSIONS = 1536
 LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
 OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
@@ -19,8 +21,6 @@ class ConfigError(ValueError):
 
 
 def _default_data_dir() -> Path:
-    import platformdirs
-
     return Path(platformdirs.user_data_dir("supportrag"))
 
 

