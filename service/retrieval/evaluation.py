@@ -10,12 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
+import numpy as np
 import sqlalchemy as sa
 from psycopg import sql
 
 from service.db.engine import create_engine
 from service.db.migrate import upgrade_database
 from service.knowledge.articles import bulk_add_articles
+from service.providers.embeddings import Embedder
 from service.retrieval.search import RetrievalSettings, search_knowledge
 from service.runtime import Runtime
 from service.validation import CONTENT_MAX, TITLE_MAX
@@ -131,6 +133,24 @@ def evaluate(runtime: Runtime, eval_set: EvalSet, *, depth: int = 10, retrieval:
                              on_progress=on_progress)[settings.mode]
 
 
+class _QueryVectors:
+    """The embedder, with every query's vector computed up front in batches (the queries are known).
+
+    One batched call instead of one call per query and variant; any other text goes to the real embedder.
+    """
+
+    def __init__(self, embedder: Embedder, queries: Sequence[str]) -> None:
+        self.inner, self.model_name, self.dimensions = embedder, embedder.model_name, embedder.dimensions
+        unique = list(dict.fromkeys(queries))
+        self._vectors = dict(zip(unique, embedder.embed(unique))) if unique else {}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Known queries from the batch, others from the real embedder."""
+        if all(text in self._vectors for text in texts):
+            return np.stack([self._vectors[text] for text in texts])
+        return self.inner.embed(texts)
+
+
 def evaluate_settings(runtime: Runtime, eval_set: EvalSet, variants: dict[str, RetrievalSettings], *,
                       depth: int = 10, on_progress: Callable[[str, int], None] | None = None
                       ) -> dict[str, dict[str, float | int]]:
@@ -138,11 +158,12 @@ def evaluate_settings(runtime: Runtime, eval_set: EvalSet, variants: dict[str, R
     corpus_progress = (lambda n: on_progress("corpus", n)) if on_progress else None
     scores: dict[str, dict[str, float | int]] = {}
     with throwaway_corpus(runtime, eval_set.corpus, corpus_progress) as (eval_runtime, doc_of):
+        embedder = _QueryVectors(eval_runtime.embedder, [query["text"].strip() for query in eval_set.queries])
         for name, retrieval in variants.items():
             runs: dict[str, list[str]] = {}
             with eval_runtime.session() as session:
                 for query in eval_set.queries:
-                    results = search_knowledge(session, eval_runtime.embedder, query["text"], limit=depth,
+                    results = search_knowledge(session, embedder, query["text"], limit=depth,
                                                weights=runtime.weights, retrieval=retrieval)
                     runs[query["id"]] = [doc_of[result.id] for result in results]
                     if on_progress:
