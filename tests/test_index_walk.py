@@ -8,7 +8,8 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.retrieval.ranking import RankingWeights, kth_largest, walk_can_stop, walk_score_bound
+from service.retrieval.ranking import (RankingWeights, WalkedArticle, kth_largest, walk_can_stop, walk_score_bound,
+                                      walk_survivors)
 from service.retrieval.sql import RetrievalSettings, rank_articles
 from service.retrieval.walk import INDEX_DIMENSIONS, can_walk, walk_candidates
 
@@ -47,6 +48,20 @@ def test_walk_score_bound_is_the_best_an_unwalked_article_can_score(frontier, ma
 ])
 def test_walk_stops_only_when_k_walked_articles_beat_every_unwalked_one(lower_bounds, k, unseen_bound, expected):
     assert walk_can_stop(lower_bounds, k=k, unseen_bound=unseen_bound) is expected
+
+
+@pytest.mark.parametrize("walked, k, frontier, expected", [
+    # k=1: the certain best is 0.8·0.89 + 0.2·2 = 1.112; article 2 can reach 0.8·0.91 + 0 = 0.728 only.
+    ([(1, 0.9, 2.0), (2, 0.9, 0.0)], 1, 0.5, [1]),
+    # a frontier above an article's walked cosine bounds what its unwalked vectors can add
+    ([(1, 0.9, 2.0), (2, 0.2, 2.0)], 1, 0.9, [1, 2]),
+    ([(1, 0.9, 2.0), (2, 0.2, 2.0)], 1, 0.3, [1]),
+    ([(1, 0.9, 2.0)], 2, 0.3, [1]),  # fewer than k: every walked article
+    ([(1, 0.5, 1.0), (2, 0.5, 1.0)], 1, 0.0, [1, 2]),  # a tie is kept: it goes by id after the re-score
+])
+def test_walk_survivors_are_the_walked_articles_that_can_still_reach_the_top_k(walked, k, frontier, expected):
+    articles = [WalkedArticle(id=i, similarity=s, boost=b) for i, s, b in walked]
+    assert walk_survivors(articles, k=k, frontier_similarity=frontier, weights=WEIGHTS, tolerance=0.01) == expected
 
 
 def test_only_vectors_of_at_most_the_indexed_dimensions_are_walked():

@@ -81,3 +81,29 @@ def walk_can_stop(lower_bounds: list[float], *, k: int, unseen_bound: float) -> 
     """True once ``k`` walked articles are certain to beat every unwalked one (strictly: ties go by id)."""
     kth = kth_largest(lower_bounds, k)
     return kth is not None and kth > unseen_bound
+
+
+@dataclass(frozen=True)
+class WalkedArticle:
+    """An article seen by the index walk: its best walked cosine and its boost ``recency × importance``."""
+
+    id: int
+    similarity: float
+    boost: float
+
+
+def walk_survivors(walked: list[WalkedArticle], *, k: int, frontier_similarity: float, weights: RankingWeights,
+                   tolerance: float) -> list[int]:
+    """Walked articles whose best possible score reaches the k-th best certain one (ties kept: they go by id).
+
+    An article's unwalked vectors are no closer than the frontier, so its similarity is at most
+    ``max(walked, frontier) + tolerance``; its certain score uses ``walked − tolerance``.
+    """
+    lower = [(a.similarity - tolerance) * weights.similarity_weight + a.boost * weights.recency_weight
+             for a in walked]
+    kth = kth_largest(lower, k)
+    if kth is None:
+        return [a.id for a in walked]
+    return [a.id for a in walked
+            if (max(a.similarity, frontier_similarity) + tolerance) * weights.similarity_weight
+            + a.boost * weights.recency_weight >= kth]

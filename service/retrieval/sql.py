@@ -212,7 +212,7 @@ class RetrievalSettings:
     # up to ``walk_budget`` rows per stream; 0 turns the walk off. Below, or past the budget: the exact scan.
     index_min_rows: int = 50_000
     walk_budget: int = 20_000
-    walk_first_rows: int = 64
+    walk_first_rows: int = 32
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,12 @@
 
 Sections and cards are walked through HNSW indexes on ``subvector(embedding, 1, 384)::halfvec(384)`` (migration
 0009): the real dimensions of the local model (MiniLM), the rest of the 1536 being zero padding, in half
-precision. The walk fetches the ``n`` closest sections and cards with ``hnsw.iterative_scan = strict_order``,
-keeps each eligible article's best cosine, and stops once the k-th best *lower bound* of a walked article's score
-beats the best score an unwalked article can reach (``ranking.walk_can_stop``); otherwise ``n`` grows ×4 until
-the budget, past which the caller runs the exact scan. The candidates are then re-scored exactly, in full
-precision, by the same statement as the exact scan (``sql.build_statement(..., candidates=True)``).
+precision. The walk reads both streams through cursors (``hnsw.iterative_scan = strict_order``), a batch at a
+time from the stream whose frontier is higher, keeps each eligible article's best cosine, and stops once the
+k-th best *lower bound* of a walked article's score beats the best score an unwalked article can reach
+(``ranking.walk_can_stop``). Past ``budget`` rows of a stream the caller runs the exact scan instead. The walked
+articles that can still reach the top-k (``ranking.walk_survivors``) are re-scored exactly, in full precision,
+by the same statement as the exact scan (``sql.build_statement(..., candidates=True)``).
 
 What makes the result equal to brute force: (1) the walked cosine of a half-precision vector is within
 ``HALF_TOLERANCE`` of the full-precision one; (2) the index returns rows in descending cosine and misses none
@@ -16,6 +17,7 @@ bench/search.py on large ones, and raised with ``WALK_EF_SEARCH``.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -23,14 +25,15 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from service.retrieval.ranking import RankingWeights, walk_can_stop, walk_score_bound
+from service.retrieval.ranking import (RankingWeights, WalkedArticle, walk_can_stop, walk_score_bound,
+                                      walk_survivors)
 
 INDEX_DIMENSIONS = 384  # migration 0009's index expression; a model with more dimensions is never walked
 # |cos(half(a), half(b)) − cos(a, b)| ≤ ~3 × 2⁻¹⁰ for unit vectors (each component rounded to 11 bits); doubled.
 HALF_TOLERANCE = 0.006
-WALK_EF_SEARCH = 100
-FIRST_WALK_ROWS = 64
-WALK_GROWTH = 4
+WALK_EF_SEARCH = 40
+FIRST_WALK_ROWS = 32
+MAX_BATCH = 256  # larger batches overshoot the stopping point (measured: bench/search.py)
 EXHAUSTED = -2.0  # below any cosine: nothing left unwalked in that stream
 
 _RECENCY = """LEAST(1.0, GREATEST(0.0,
@@ -43,36 +46,24 @@ def _half(column: str) -> str:
     return f"(subvector({column}, 1, {INDEX_DIMENSIONS})::halfvec({INDEX_DIMENSIONS}))"
 
 
-WALK_SQL = sa.text(f"""
-WITH section_walk AS MATERIALIZED (
-    SELECT s.article_id, {_half('s.embedding')} <=> {_HALF_QUERY} AS distance
-    FROM knowledge_sections s
-    WHERE s.embedding_model = :model
-    ORDER BY {_half('s.embedding')} <=> {_HALF_QUERY}
-    LIMIT :n
-),
-card_walk AS MATERIALIZED (
-    SELECT kb.id AS article_id, {_half('kb.embedding')} <=> {_HALF_QUERY} AS distance
-    FROM knowledge_base kb
-    WHERE kb.embedding_model = :model
-    ORDER BY {_half('kb.embedding')} <=> {_HALF_QUERY}
-    LIMIT :n
-),
-frontier AS (
-    SELECT (SELECT count(*) FROM section_walk) AS section_rows, (SELECT count(*) FROM card_walk) AS card_rows,
-           1.0 - (SELECT max(distance) FROM section_walk) AS section_frontier,
-           1.0 - (SELECT max(distance) FROM card_walk) AS card_frontier
-),
-walked AS (
-    SELECT w.article_id, 1.0 - min(w.distance) AS similarity, kb.importance, {_RECENCY} AS recency
-    FROM (SELECT * FROM section_walk UNION ALL SELECT * FROM card_walk) w
-    JOIN knowledge_base kb ON kb.id = w.article_id
-    WHERE kb.embedding IS NOT NULL AND kb.embedding_model = :model
-      AND (CAST(:source_prefix AS text) IS NULL OR starts_with(kb.source_path, :source_prefix))
-    GROUP BY w.article_id, kb.importance, kb.created_at
-)
-SELECT f.*, w.article_id, w.similarity, w.importance, w.recency
-FROM frontier f LEFT JOIN walked w ON true
+
+def _stream_sql(table: str, id_column: str, cursor: str) -> str:
+    """A cursor over one table's vectors of ``:model`` in descending (half-precision) cosine, at most the budget."""
+    return f"""DECLARE {cursor} NO SCROLL CURSOR FOR
+SELECT {id_column} AS article_id, 1.0 - ({_half('embedding')} <=> {_HALF_QUERY}) AS similarity
+FROM {table}
+WHERE embedding_model = :model
+ORDER BY {_half('embedding')} <=> {_HALF_QUERY}
+LIMIT :budget"""
+
+
+STREAMS = {"section": ("knowledge_sections", "article_id"), "card": ("knowledge_base", "id")}
+# The boost of the walked articles that search may return (eligible), read once per batch of new ids.
+BOOSTS_SQL = sa.text(f"""
+SELECT kb.id, kb.importance * {_RECENCY} AS boost
+FROM knowledge_base kb
+WHERE kb.id = ANY(CAST(:ids AS bigint[])) AND kb.embedding IS NOT NULL AND kb.embedding_model = :model
+  AND (CAST(:source_prefix AS text) IS NULL OR starts_with(kb.source_path, :source_prefix))
 """).bindparams(sa.bindparam("now", type_=sa.DateTime(timezone=True)),
                 sa.bindparam("window_days", type_=sa.Double))
 
@@ -107,47 +98,91 @@ def can_walk(query_vector: np.ndarray) -> bool:
 
 def walk_candidates(session: Session, query_vector: np.ndarray, *, model: str, limit: int,
                     weights: RankingWeights, now: datetime, budget: int, first_rows: int = FIRST_WALK_ROWS,
-                    source_prefix: str | None = None
-                    ) -> WalkResult | None:
+                    source_prefix: str | None = None) -> WalkResult | None:
     """Candidates that provably hold the exact top-``limit``, or None (walk past ``budget``: scan instead)."""
     max_importance = float(session.execute(MAX_IMPORTANCE_SQL).scalar_one())
     session.execute(WALK_SETTINGS_SQL, {"ef_search": str(WALK_EF_SEARCH), "max_scan_tuples": str(4 * budget)})
-    params = {"query_vector": np.asarray(query_vector, dtype=np.float32), "model": model, "now": now,
-              "window_days": weights.recency_window_days, "source_prefix": source_prefix}
-    n = min(budget, max(first_rows, limit))
-    while True:
-        rows = session.execute(WALK_SQL, {**params, "n": n}).mappings().all()
-        frontiers = _frontiers(session, rows[0], n=n, model=model)
-        if frontiers is None:
-            return None
-        walked = [r for r in rows if r["article_id"] is not None]
-        candidates = WalkResult(candidate_ids=[int(r["article_id"]) for r in walked],
-                                frontier_similarity=max(frontiers), walked_rows=2 * n)
-        if max(frontiers) < -1.0:  # both streams exhausted: every article was walked
-            return candidates
-        lower = [(float(r["similarity"]) - HALF_TOLERANCE) * weights.similarity_weight
-                 + float(r["recency"]) * weights.recency_weight * float(r["importance"]) for r in walked]
-        bound = walk_score_bound(max(frontiers), max_importance=max_importance, weights=weights,
-                                 tolerance=HALF_TOLERANCE)
-        if walk_can_stop(lower, k=limit, unseen_bound=bound):
-            return candidates
-        if n >= budget:
-            return None
-        n = min(budget, n * WALK_GROWTH)
+    params = {"query_vector": np.asarray(query_vector, dtype=np.float32), "model": model, "budget": budget}
+    cursors = {kind: f"walk_{kind}_{uuid.uuid4().hex[:12]}" for kind in STREAMS}
+    for kind, (table, id_column) in STREAMS.items():
+        session.execute(sa.text(_stream_sql(table, id_column, cursors[kind])), params)
+    walk = _Walk(session, model=model, now=now, weights=weights, source_prefix=source_prefix)
+    result = walk.run(cursors, limit=limit, max_importance=max_importance, budget=budget, batch=first_rows)
+    for cursor in cursors.values():
+        session.execute(sa.text(f"CLOSE {cursor}"))
+    return result
 
 
-def _frontiers(session: Session, head, *, n: int, model: str) -> tuple[float, float] | None:
-    """Each stream's last walked cosine; ``EXHAUSTED`` for a stream the index returned whole, None if unsure."""
-    frontiers = []
-    for kind, count_sql in (("section", COUNT_SECTIONS_SQL), ("card", COUNT_CARDS_SQL)):
-        if head[f"{kind}_rows"] == n:
-            frontiers.append(float(head[f"{kind}_frontier"]))
+class _Walk:
+    """The state of one walk: each stream's frontier and rows read, each walked article's best cosine."""
+
+    def __init__(self, session: Session, *, model: str, now: datetime, weights: RankingWeights,
+                 source_prefix: str | None) -> None:
+        self.session, self.model, self.weights = session, model, weights
+        self.lookup = {"model": model, "now": now, "window_days": weights.recency_window_days,
+                       "source_prefix": source_prefix}
+        self.frontier = {kind: 1.0 + HALF_TOLERANCE for kind in STREAMS}
+        self.read = {kind: 0 for kind in STREAMS}
+        self.similarity: dict[int, float] = {}
+        self.boost: dict[int, float | None] = {}  # None: not eligible (another model, filtered out)
+
+    def run(self, cursors: dict[str, str], *, limit: int, max_importance: float, budget: int,
+            batch: int) -> WalkResult | None:
+        """Read the stream with the higher frontier a batch at a time until the stopping rule holds."""
+        while True:
+            kind = max(self.frontier, key=lambda name: self.frontier[name])
+            if self.frontier[kind] == EXHAUSTED:  # every vector walked: every article is a candidate
+                return self._result(limit)
+            if not self._fetch(kind, cursors[kind], batch, budget):
+                return None
+            walked = self._walked()
+            lower = [(a.similarity - HALF_TOLERANCE) * self.weights.similarity_weight
+                     + a.boost * self.weights.recency_weight for a in walked]
+            bound = walk_score_bound(max(self.frontier.values()), max_importance=max_importance,
+                                     weights=self.weights, tolerance=HALF_TOLERANCE)
+            if walk_can_stop(lower, k=limit, unseen_bound=bound):
+                return self._result(limit)
+            batch = min(2 * batch, MAX_BATCH)
+
+    def _fetch(self, kind: str, cursor: str, batch: int, budget: int) -> bool:
+        """One batch of a stream; False when the walk cannot prove anything (budget, or an index gap)."""
+        rows = self.session.execute(sa.text(f"FETCH {int(batch)} FROM {cursor}")).all()
+        self.read[kind] += len(rows)
+        new_ids = []
+        for article_id, similarity in rows:
+            if article_id not in self.similarity:
+                new_ids.append(article_id)
+                self.similarity[article_id] = float(similarity)
+            else:
+                self.similarity[article_id] = max(self.similarity[article_id], float(similarity))
+        if new_ids:
+            boosts = dict(self.session.execute(BOOSTS_SQL, {**self.lookup, "ids": new_ids}).all())
+            self.boost.update({i: _float(boosts.get(i)) for i in new_ids})
+        if len(rows) == batch:
+            self.frontier[kind] = float(rows[-1][1])
+            return True
+        if self.read[kind] >= budget:
+            return False
         # Fewer than asked: the whole stream, unless the scan stopped early (max_scan_tuples, graph gaps).
-        elif session.execute(count_sql, {"model": model}).scalar_one() == head[f"{kind}_rows"]:
-            frontiers.append(EXHAUSTED)
-        else:
-            return None
-    return frontiers[0], frontiers[1]
+        count_sql = COUNT_SECTIONS_SQL if kind == "section" else COUNT_CARDS_SQL
+        if self.session.execute(count_sql, {"model": self.model}).scalar_one() != self.read[kind]:
+            return False
+        self.frontier[kind] = EXHAUSTED
+        return True
+
+    def _walked(self) -> list[WalkedArticle]:
+        return [WalkedArticle(id=i, similarity=s, boost=self.boost[i])
+                for i, s in self.similarity.items() if self.boost[i] is not None]
+
+    def _result(self, limit: int) -> WalkResult:
+        frontier = max(self.frontier.values())
+        ids = walk_survivors(self._walked(), k=limit, frontier_similarity=frontier, weights=self.weights,
+                             tolerance=HALF_TOLERANCE)
+        return WalkResult(candidate_ids=ids, frontier_similarity=frontier, walked_rows=sum(self.read.values()))
+
+
+def _float(value) -> float | None:
+    return None if value is None else float(value)
 
 
 def section_estimate(session: Session) -> int:
