@@ -87,6 +87,12 @@ class Settings:
     hybrid_vector_weight: float = 0.95
     retrieval_granularity: str = "section"
     search_statement_timeout_ms: int = 2000
+    # Scale (README "Performance" and "Past one machine").
+    database_read_url: str | None = None
+    database_pool_size: int = 5
+    query_cache_size: int = 1024
+    search_index_min_rows: int = 50_000
+    search_walk_budget: int = 20_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -137,6 +143,11 @@ class Settings:
             hybrid_vector_weight=_float(env, "HYBRID_VECTOR_WEIGHT", 0.95),
             retrieval_granularity=env.get("RETRIEVAL_GRANULARITY") or "section",
             search_statement_timeout_ms=_int(env, "SEARCH_STATEMENT_TIMEOUT_MS", 2000),
+            database_read_url=env.get("DATABASE_READ_URL") or None,
+            database_pool_size=_int(env, "DATABASE_POOL_SIZE", 5),
+            query_cache_size=_int(env, "QUERY_CACHE_SIZE", 1024),
+            search_index_min_rows=_int(env, "SEARCH_INDEX_MIN_ROWS", 50_000),
+            search_walk_budget=_int(env, "SEARCH_WALK_BUDGET", 20_000),
         )
         settings.validate()
         return settings
@@ -175,6 +186,10 @@ class Settings:
             raise ConfigError(f"RETRIEVAL_GRANULARITY must be section or article, got {self.retrieval_granularity!r}")
         if self.search_statement_timeout_ms < 1:
             raise ConfigError("SEARCH_STATEMENT_TIMEOUT_MS must be positive")
+        if self.database_pool_size < 1:
+            raise ConfigError("DATABASE_POOL_SIZE must be at least 1")
+        if self.query_cache_size < 0 or self.search_index_min_rows < 0 or self.search_walk_budget < 0:
+            raise ConfigError("QUERY_CACHE_SIZE, SEARCH_INDEX_MIN_ROWS and SEARCH_WALK_BUDGET must not be negative")
         if not 0 <= self.port <= 65535:
             raise ConfigError("PORT must be between 0 and 65535")
 

@@ -22,6 +22,7 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from service.db.engine import READ_REPLICA
 from service.retrieval.ranking import RankingWeights, final_score
 from service.retrieval.walk import HALF_TOLERANCE, WalkResult, can_walk, section_estimate, walk_candidates
 
@@ -184,7 +185,7 @@ def build_statement(mode: str, *, fusion: str = "convex", granularity: str = "se
         binds.append(sa.bindparam("vector_weight", type_=sa.Double))
     if mode == "hybrid" and fusion == "rrf":
         binds.append(sa.bindparam("rrf_k", type_=sa.Double))
-    return sa.text(sql).bindparams(*binds)
+    return sa.text(sql).bindparams(*binds).execution_options(**{READ_REPLICA: True})
 
 
 # The AND query decides between AND and OR: how many articles match every word?
@@ -195,7 +196,7 @@ SELECT count(*) FROM (
       AND (CAST(:source_prefix AS text) IS NULL OR starts_with(kb.source_path, :source_prefix))
     LIMIT :enough
 ) AS matches
-""")
+""").execution_options(**{READ_REPLICA: True})
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from service.db.engine import READ_REPLICA
 from service.retrieval.ranking import (RankingWeights, WalkedArticle, walk_can_stop, walk_score_bound,
                                       walk_survivors)
 
@@ -39,6 +40,11 @@ EXHAUSTED = -2.0  # below any cosine: nothing left unwalked in that stream
 _RECENCY = """LEAST(1.0, GREATEST(0.0,
                1.0 - EXTRACT(EPOCH FROM (:now - kb.created_at))::double precision / 86400.0 / :window_days))"""
 _HALF_QUERY = f"subvector(CAST(:query_vector AS vector), 1, {INDEX_DIMENSIONS})::halfvec({INDEX_DIMENSIONS})"
+
+
+def _on_replica(statement: str) -> sa.TextClause:
+    """A walk statement: every one of them runs where the search runs (the read replica, if any)."""
+    return sa.text(statement).execution_options(**{READ_REPLICA: True})
 
 
 def _half(column: str) -> str:
@@ -65,17 +71,18 @@ FROM knowledge_base kb
 WHERE kb.id = ANY(CAST(:ids AS bigint[])) AND kb.embedding IS NOT NULL AND kb.embedding_model = :model
   AND (CAST(:source_prefix AS text) IS NULL OR starts_with(kb.source_path, :source_prefix))
 """).bindparams(sa.bindparam("now", type_=sa.DateTime(timezone=True)),
-                sa.bindparam("window_days", type_=sa.Double))
+                sa.bindparam("window_days", type_=sa.Double)).execution_options(**{READ_REPLICA: True})
 
 # Served by the btree of migration 0009: one index probe, not a scan. An upper bound of any eligible boost.
-MAX_IMPORTANCE_SQL = sa.text("SELECT coalesce(max(importance), 0.0) FROM knowledge_base")
+MAX_IMPORTANCE_SQL = _on_replica("SELECT coalesce(max(importance), 0.0) FROM knowledge_base")
 # The planner's row estimate: a small table is scanned exactly, never walked.
-SECTION_ESTIMATE_SQL = sa.text("SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'knowledge_sections'::regclass")
-COUNT_SECTIONS_SQL = sa.text(
+SECTION_ESTIMATE_SQL = _on_replica(
+    "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'knowledge_sections'::regclass")
+COUNT_SECTIONS_SQL = _on_replica(
     "SELECT count(*) FROM knowledge_sections WHERE embedding_model = :model AND embedding IS NOT NULL")
-COUNT_CARDS_SQL = sa.text(
+COUNT_CARDS_SQL = _on_replica(
     "SELECT count(*) FROM knowledge_base WHERE embedding_model = :model AND embedding IS NOT NULL")
-WALK_SETTINGS_SQL = sa.text("""
+WALK_SETTINGS_SQL = _on_replica("""
 SELECT set_config('hnsw.iterative_scan', 'strict_order', true), set_config('hnsw.ef_search', :ef_search, true),
        set_config('hnsw.max_scan_tuples', :max_scan_tuples, true)
 """)
@@ -105,11 +112,11 @@ def walk_candidates(session: Session, query_vector: np.ndarray, *, model: str, l
     params = {"query_vector": np.asarray(query_vector, dtype=np.float32), "model": model, "budget": budget}
     cursors = {kind: f"walk_{kind}_{uuid.uuid4().hex[:12]}" for kind in STREAMS}
     for kind, (table, id_column) in STREAMS.items():
-        session.execute(sa.text(_stream_sql(table, id_column, cursors[kind])), params)
+        session.execute(_on_replica(_stream_sql(table, id_column, cursors[kind])), params)
     walk = _Walk(session, model=model, now=now, weights=weights, source_prefix=source_prefix)
     result = walk.run(cursors, limit=limit, max_importance=max_importance, budget=budget, batch=first_rows)
     for cursor in cursors.values():
-        session.execute(sa.text(f"CLOSE {cursor}"))
+        session.execute(_on_replica(f"CLOSE {cursor}"))
     return result
 
 
@@ -146,7 +153,7 @@ class _Walk:
 
     def _fetch(self, kind: str, cursor: str, batch: int, budget: int) -> bool:
         """One batch of a stream; False when the walk cannot prove anything (budget, or an index gap)."""
-        rows = self.session.execute(sa.text(f"FETCH {int(batch)} FROM {cursor}")).all()
+        rows = self.session.execute(_on_replica(f"FETCH {int(batch)} FROM {cursor}")).all()
         self.read[kind] += len(rows)
         new_ids = []
         for article_id, similarity in rows:
