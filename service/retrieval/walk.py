@@ -33,6 +33,7 @@ INDEX_DIMENSIONS = 384  # migration 0009's index expression; a model with more d
 # |cos(half(a), half(b)) − cos(a, b)| ≤ ~3 × 2⁻¹⁰ for unit vectors (each component rounded to 11 bits); doubled.
 HALF_TOLERANCE = 0.006
 WALK_EF_SEARCH = 40
+ITERATIVE_SCAN = "strict_order"
 FIRST_WALK_ROWS = 32
 MAX_BATCH = 256  # larger batches overshoot the stopping point (measured: bench/search.py)
 EXHAUSTED = -2.0  # below any cosine: nothing left unwalked in that stream
@@ -83,7 +84,7 @@ COUNT_SECTIONS_SQL = _on_replica(
 COUNT_CARDS_SQL = _on_replica(
     "SELECT count(*) FROM knowledge_base WHERE embedding_model = :model AND embedding IS NOT NULL")
 WALK_SETTINGS_SQL = _on_replica("""
-SELECT set_config('hnsw.iterative_scan', 'strict_order', true), set_config('hnsw.ef_search', :ef_search, true),
+SELECT set_config('hnsw.iterative_scan', :iterative_scan, true), set_config('hnsw.ef_search', :ef_search, true),
        set_config('hnsw.max_scan_tuples', :max_scan_tuples, true)
 """)
 
@@ -108,7 +109,8 @@ def walk_candidates(session: Session, query_vector: np.ndarray, *, model: str, l
                     source_prefix: str | None = None) -> WalkResult | None:
     """Candidates that provably hold the exact top-``limit``, or None (walk past ``budget``: scan instead)."""
     max_importance = float(session.execute(MAX_IMPORTANCE_SQL).scalar_one())
-    session.execute(WALK_SETTINGS_SQL, {"ef_search": str(WALK_EF_SEARCH), "max_scan_tuples": str(4 * budget)})
+    session.execute(WALK_SETTINGS_SQL, {"ef_search": str(WALK_EF_SEARCH), "max_scan_tuples": str(4 * budget),
+                                        "iterative_scan": ITERATIVE_SCAN})
     params = {"query_vector": np.asarray(query_vector, dtype=np.float32), "model": model, "budget": budget}
     cursors = {kind: f"walk_{kind}_{uuid.uuid4().hex[:12]}" for kind in STREAMS}
     for kind, (table, id_column) in STREAMS.items():
@@ -166,7 +168,8 @@ class _Walk:
             boosts = dict(self.session.execute(BOOSTS_SQL, {**self.lookup, "ids": new_ids}).all())
             self.boost.update({i: _float(boosts.get(i)) for i in new_ids})
         if len(rows) == batch:
-            self.frontier[kind] = float(rows[-1][1])
+            # The least cosine read so far: with relaxed order a later row may be closer than the last one.
+            self.frontier[kind] = min(self.frontier[kind], *(float(row[1]) for row in rows))
             return True
         if self.read[kind] >= budget:
             return False

@@ -1,6 +1,6 @@
 """HTTP search throughput: POST /api/search against a real `supportrag serve` on 127.0.0.1, exact scan vs index walk.
 
-Run by hand:  python bench/http.py --articles 20000 --sections-per-article 5 --seconds 20
+Run by hand:  python bench/http_load.py --articles 20000 --sections-per-article 5 --seconds 20
 Loads a corpus into a fresh database on the embedded server: clustered unit vectors whose cluster centres are the
 real MiniLM vectors of ``TOPICS`` (so that the questions asked land in clusters, as ticket subjects do), stored
 as MiniLM's so the service searches them. Then starts `supportrag serve` twice on that database, once with the
