@@ -2,7 +2,7 @@
 
 Sections and cards are walked through HNSW indexes on ``subvector(embedding, 1, 384)::halfvec(384)`` (migration
 0009): the real dimensions of the local model (MiniLM), the rest of the 1536 being zero padding, in half
-precision. The walk reads both streams through cursors (``hnsw.iterative_scan = strict_order``), a batch at a
+precision. The walk reads both streams through cursors (``hnsw.iterative_scan = relaxed_order``), a batch at a
 time from the stream whose frontier is higher, keeps each eligible article's best cosine, and stops once the
 k-th best *lower bound* of a walked article's score beats the best score an unwalked article can reach
 (``ranking.walk_can_stop``). Past ``budget`` rows of a stream the caller runs the exact scan instead. The walked
@@ -33,7 +33,9 @@ INDEX_DIMENSIONS = 384  # migration 0009's index expression; a model with more d
 # |cos(half(a), half(b)) − cos(a, b)| ≤ ~3 × 2⁻¹⁰ for unit vectors (each component rounded to 11 bits); doubled.
 HALF_TOLERANCE = 0.006
 WALK_EF_SEARCH = 40
-ITERATIVE_SCAN = "strict_order"
+# relaxed_order: strict_order drops a row found after a farther one was returned (measured: recall@10 0.958 at
+# 100k × 5, 1.0 relaxed); the frontier is the least cosine read, so an out-of-order row only delays the stop.
+ITERATIVE_SCAN = "relaxed_order"
 FIRST_WALK_ROWS = 32
 MAX_BATCH = 256  # larger batches overshoot the stopping point (measured: bench/search.py)
 EXHAUSTED = -2.0  # below any cosine: nothing left unwalked in that stream
