@@ -167,7 +167,7 @@ def main() -> None:
         upgrade_database(engine)
         engine.dispose()
         load_corpus(url, args.articles, args.sections_per_article, LocalEmbedder())
-        for strategy, env in (("exact", {"SEARCH_WALK_BUDGET": "0"}), ("index", {"SEARCH_INDEX_MIN_ROWS": "0"})):
+        for strategy, env in (("exact", {"SEARCH_WALK_BUDGET": "0"}), ("index", {"SEARCH_INDEX_MIN_ROWS": "0", "SEARCH_WALK_BUDGET": "20000"})):
             process, base = start_server(url, env)
             try:
                 for question in QUESTIONS:  # warm: every worker's model and cache, the table in memory

@@ -39,7 +39,7 @@ from service.retrieval.sql import RetrievalSettings, rank_articles
 from service.retrieval.walk import walk_candidates
 
 RESULTS = Path(__file__).resolve().parent / "results" / "search.jsonl"
-MODEL, DIMENSIONS, LIMIT = "bench-model", 384, 10
+MODEL, DIMENSIONS, LIMIT, WALK_BUDGET = "bench-model", 384, 10, 20_000
 WEIGHTS = RankingWeights()
 HALF = "(subvector(embedding, 1, 384)::halfvec(384)) halfvec_cosine_ops"
 FULL = "(subvector(embedding, 1, 384)::vector(384)) vector_cosine_ops"
@@ -117,7 +117,7 @@ def time_strategy(session: Session, queries: np.ndarray, now: datetime, strategy
                                                               "limit": LIMIT})]
         else:
             retrieval = (RetrievalSettings(walk_budget=0) if strategy == "exact"
-                         else RetrievalSettings(index_min_rows=0))
+                         else RetrievalSettings(index_min_rows=0, walk_budget=WALK_BUDGET))
             ids = [r.id for r in rank_articles(session, query, model=MODEL, limit=LIMIT, weights=WEIGHTS,
                                                retrieval=retrieval, now=now)]
         elapsed = (time.perf_counter() - started) * 1000
@@ -199,7 +199,7 @@ def _time_all(engine: sa.Engine, args: argparse.Namespace, rng: np.random.Genera
         index_t, index_r = time_strategy(session, queries, now, "index")
         naive_t, naive_r = ([], []) if args.skip_naive else time_strategy(session, queries, now, "naive")
         fallbacks = sum(walk_candidates(session, q, model=MODEL, limit=LIMIT, weights=WEIGHTS, now=now,
-                                        budget=RetrievalSettings().walk_budget) is None for q in queries)
+                                        budget=WALK_BUDGET) is None for q in queries)
         session.rollback()
     rows = [summarise("exact", exact_t, exact_r, exact_r), summarise("index", index_t, index_r, exact_r)]
     if naive_t:

@@ -212,7 +212,7 @@ class RetrievalSettings:
     # Vector mode walks the HNSW indexes (service.retrieval.walk) from this many sections on (planner estimate),
     # up to ``walk_budget`` rows per stream; 0 turns the walk off. Below, or past the budget: the exact scan.
     index_min_rows: int = 50_000
-    walk_budget: int = 20_000
+    walk_budget: int = 0  # off by default: HNSW does not guarantee the order the proof needs
     walk_first_rows: int = 32
 
 

@@ -10,9 +10,9 @@ articles that can still reach the top-k (``ranking.walk_survivors``) are re-scor
 by the same statement as the exact scan (``sql.build_statement(..., candidates=True)``).
 
 What makes the result equal to brute force: (1) the walked cosine of a half-precision vector is within
-``HALF_TOLERANCE`` of the full-precision one; (2) the index returns rows in descending cosine and misses none
-before the frontier. (2) is HNSW's recall: exact on the small graphs of the tests, measured (recall@k) by
-bench/search.py on large ones, and raised with ``WALK_EF_SEARCH``.
+``HALF_TOLERANCE`` of the full-precision one; (2) the index has returned every row closer than the least cosine
+read so far (the frontier). (2) is HNSW's recall, which no graph index guarantees: exact on the small graphs of
+the tests, measured (recall@3/@10 against the exact scan) by bench/search.py on large ones.
 """
 
 from __future__ import annotations
