@@ -32,7 +32,7 @@ import psycopg
 import sqlalchemy as sa
 from pgvector.psycopg import register_vector
 
-from service.config import LOCAL_MODEL_NAME, Settings
+from service.config import Settings
 from service.db.engine import create_engine, resolve_database_url
 from service.db.migrate import upgrade_database
 from service.providers.embeddings import LocalEmbedder, embed_padded
@@ -64,7 +64,7 @@ def load_corpus(url: str, articles: int, per_article: int, embedder: LocalEmbedd
                                 "created_at) FROM STDIN WITH (FORMAT BINARY)") as copy:
             copy.set_types(["int8", "text", "text", "vector", "text", "float8", "timestamptz"])
             for i, card in enumerate(near(articles)):
-                copy.write_row((i + 1, f"article {i}", f"content {i}", card, LOCAL_MODEL_NAME,
+                copy.write_row((i + 1, f"article {i}", f"content {i}", card, embedder.model_name,
                                 float(rng.uniform(0, 2)), now - timedelta(days=float(rng.uniform(0, 730)))))
         with conn.cursor().copy("COPY knowledge_sections (article_id, ordinal, content, char_start, char_end, "
                                 "content_sha256, embedding, embedding_model) FROM STDIN WITH (FORMAT BINARY)") as copy:
@@ -75,7 +75,7 @@ def load_corpus(url: str, articles: int, per_article: int, embedder: LocalEmbedd
                 for i in range(chunk):
                     for j in range(per_article):
                         copy.write_row((start + i + 1, j, f"section {j}", 0, 1, "x", vectors[i * per_article + j],
-                                        LOCAL_MODEL_NAME))
+                                        embedder.model_name))
         conn.execute("INSERT INTO app_state (key, value) VALUES ('seeded', 'bench') ON CONFLICT DO NOTHING")
         conn.execute("SET maintenance_work_mem = '2GB'")
         conn.execute("SET max_parallel_maintenance_workers = 2")
@@ -119,6 +119,14 @@ def post_search(base: str, question: str) -> bool:
             return response.status == 200
     except OSError:
         return False
+
+
+def post_search_count(base: str, question: str) -> int:
+    """How many results one search returns (a corpus the service cannot see returns none, fast)."""
+    request = urllib.request.Request(f"{base}/api/search", data=json.dumps({"query": question, "limit": 3}).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return len(json.loads(response.read())["results"])
 
 
 def load_test(base: str, clients: int, seconds: float) -> dict:
@@ -172,6 +180,7 @@ def main() -> None:
             try:
                 for question in QUESTIONS:  # warm: every worker's model and cache, the table in memory
                     post_search(base, question)
+                assert post_search_count(base, QUESTIONS[0]) == 3, "the corpus is not searchable"
                 for clients in (int(c) for c in args.clients.split(",")):
                     run = {"strategy": strategy, **load_test(base, clients, args.seconds)}
                     print(json.dumps(run), flush=True)

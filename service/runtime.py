@@ -14,8 +14,13 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from service.config import Settings
-from service.db.engine import (create_engine, make_session_factory, normalise_database_url, resolve_database_url,
-                               session_scope)
+from service.db.engine import (
+    create_engine,
+    make_session_factory,
+    normalise_database_url,
+    resolve_database_url,
+    session_scope,
+)
 from service.db.migrate import upgrade_database
 from service.knowledge.seeding import is_seeded, seed_knowledge_base
 from service.providers.embeddings import Embedder, make_embedder

@@ -8,8 +8,14 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from service.retrieval.ranking import (RankingWeights, WalkedArticle, kth_largest, walk_can_stop, walk_score_bound,
-                                      walk_survivors)
+from service.retrieval.ranking import (
+    RankingWeights,
+    WalkedArticle,
+    kth_largest,
+    walk_can_stop,
+    walk_score_bound,
+    walk_survivors,
+)
 from service.retrieval.sql import RetrievalSettings, rank_articles
 from service.retrieval.walk import INDEX_DIMENSIONS, can_walk, walk_candidates
 

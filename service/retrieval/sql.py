@@ -24,7 +24,13 @@ from sqlalchemy.orm import Session
 
 from service.db.engine import READ_REPLICA
 from service.retrieval.ranking import RankingWeights, final_score
-from service.retrieval.walk import HALF_TOLERANCE, WalkResult, can_walk, section_estimate, walk_candidates
+from service.retrieval.walk import (
+    HALF_TOLERANCE,
+    WalkResult,
+    can_walk,
+    section_estimate,
+    walk_candidates,
+)
 
 MODES = ("vector", "lexical", "hybrid")
 GRANULARITIES = ("section", "article")

@@ -26,8 +26,13 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from service.db.engine import READ_REPLICA
-from service.retrieval.ranking import (RankingWeights, WalkedArticle, walk_can_stop, walk_score_bound,
-                                      walk_survivors)
+from service.retrieval.ranking import (
+    RankingWeights,
+    WalkedArticle,
+    walk_can_stop,
+    walk_score_bound,
+    walk_survivors,
+)
 
 INDEX_DIMENSIONS = 384  # migration 0009's index expression; a model with more dimensions is never walked
 # |cos(half(a), half(b)) − cos(a, b)| ≤ ~3 × 2⁻¹⁰ for unit vectors (each component rounded to 11 bits); doubled.
