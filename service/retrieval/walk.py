@@ -38,8 +38,8 @@ INDEX_DIMENSIONS = 384  # migration 0009's index expression; a model with more d
 # |cos(half(a), half(b)) − cos(a, b)| ≤ ~3 × 2⁻¹⁰ for unit vectors (each component rounded to 11 bits); doubled.
 HALF_TOLERANCE = 0.006
 WALK_EF_SEARCH = 40
-# relaxed_order: strict_order drops a row found after a farther one was returned (measured: recall@10 0.958 at
-# 100k × 5, 1.0 relaxed); the frontier is the least cosine read, so an out-of-order row only delays the stop.
+# relaxed_order: strict_order drops a row found after a farther one was returned (recall@10 0.953 at 100k × 5,
+# 64 topics), relaxed_order returns it late (0.995): the least cosine read is then not a true bound either.
 ITERATIVE_SCAN = "relaxed_order"
 FIRST_WALK_ROWS = 32
 MAX_BATCH = 256  # larger batches overshoot the stopping point (measured: bench/search.py)
@@ -58,7 +58,6 @@ def _on_replica(statement: str) -> sa.TextClause:
 def _half(column: str) -> str:
     """The indexed expression, exactly as migration 0009 declares it (the planner matches it textually)."""
     return f"(subvector({column}, 1, {INDEX_DIMENSIONS})::halfvec({INDEX_DIMENSIONS}))"
-
 
 
 def _stream_sql(table: str, id_column: str, cursor: str) -> str:
@@ -114,7 +113,8 @@ def can_walk(query_vector: np.ndarray) -> bool:
 def walk_candidates(session: Session, query_vector: np.ndarray, *, model: str, limit: int,
                     weights: RankingWeights, now: datetime, budget: int, first_rows: int = FIRST_WALK_ROWS,
                     source_prefix: str | None = None) -> WalkResult | None:
-    """Candidates that provably hold the exact top-``limit``, or None (walk past ``budget``: scan instead)."""
+    """Candidates holding the exact top-``limit`` if the index returned rows in cosine order (HNSW does not
+    promise it: see the module docstring), or None (walk past ``budget``: scan instead)."""
     max_importance = float(session.execute(MAX_IMPORTANCE_SQL).scalar_one())
     session.execute(WALK_SETTINGS_SQL, {"ef_search": str(WALK_EF_SEARCH), "max_scan_tuples": str(4 * budget),
                                         "iterative_scan": ITERATIVE_SCAN})
