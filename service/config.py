@@ -113,6 +113,12 @@ class Settings:
     rate_limit_login: tuple[int, int] | None = (10, 60)
     login_lockout: tuple[int, int] | None = (5, 900)  # failed logins per username before it is locked
     proxy_hops: int = 0  # trusted reverse proxies in front; their X-Forwarded-For gives the client address
+    # Scale (README "Performance" and "Past one machine").
+    database_read_url: str | None = None
+    database_pool_size: int = 5
+    query_cache_size: int = 1024
+    search_index_min_rows: int = 50_000
+    search_walk_budget: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -172,6 +178,11 @@ class Settings:
             login_lockout=parse_rate_limit("SUPPORTRAG_LOGIN_LOCKOUT", env.get("SUPPORTRAG_LOGIN_LOCKOUT"),
                                            "5/15minutes"),
             proxy_hops=_int(env, "SUPPORTRAG_PROXY_HOPS", 0),
+            database_read_url=env.get("DATABASE_READ_URL") or None,
+            database_pool_size=_int(env, "DATABASE_POOL_SIZE", 5),
+            query_cache_size=_int(env, "QUERY_CACHE_SIZE", 1024),
+            search_index_min_rows=_int(env, "SEARCH_INDEX_MIN_ROWS", 50_000),
+            search_walk_budget=_int(env, "SEARCH_WALK_BUDGET", 0),
         )
         settings.validate()
         return settings
@@ -212,6 +223,10 @@ class Settings:
             raise ConfigError("SEARCH_STATEMENT_TIMEOUT_MS must be positive")
         if self.proxy_hops < 0:
             raise ConfigError("SUPPORTRAG_PROXY_HOPS must not be negative")
+        if self.database_pool_size < 1:
+            raise ConfigError("DATABASE_POOL_SIZE must be at least 1")
+        if self.query_cache_size < 0 or self.search_index_min_rows < 0 or self.search_walk_budget < 0:
+            raise ConfigError("QUERY_CACHE_SIZE, SEARCH_INDEX_MIN_ROWS and SEARCH_WALK_BUDGET must not be negative")
         if not 0 <= self.port <= 65535:
             raise ConfigError("PORT must be between 0 and 65535")
 

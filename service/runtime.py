@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from contextlib import contextmanager
 from functools import cached_property
-from typing import Iterator
+from typing import Any, Iterator, Sequence
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from service.config import Settings
-from service.db.engine import create_engine, make_session_factory, resolve_database_url, session_scope
+from service.db.engine import (
+    create_engine,
+    make_session_factory,
+    normalise_database_url,
+    resolve_database_url,
+    session_scope,
+)
 from service.db.migrate import upgrade_database
 from service.knowledge.seeding import is_seeded, seed_knowledge_base
 from service.providers.embeddings import Embedder, make_embedder
@@ -23,13 +31,55 @@ from service.retrieval.search import RetrievalSettings
 log = logging.getLogger(__name__)
 
 
-class Runtime:
-    """Settings + engine + lazily loaded embedder, shared by the app, CLI and Python API."""
+QUERY_CACHE_MAX_CHARS = 1000  # a query, not a document: longer texts are never cached
 
-    def __init__(self, settings: Settings, engine: sa.Engine, embedder: Embedder | None = None) -> None:
+
+class CachedEmbedder:
+    """An embedder that remembers the vectors of the last ``size`` single texts it embedded (search queries:
+    repeated ticket subjects are common); batches (documents) go straight to the provider."""
+
+    def __init__(self, inner: Embedder, size: int) -> None:
+        self.inner, self.size = inner, size
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def __getattr__(self, name: str) -> Any:
+        # model_name, dimensions, input_window_tokens, count_tokens: the provider's own.
+        return getattr(self.inner, name)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """The provider's vectors; a single short text is served from (and kept in) the cache."""
+        if len(texts) != 1 or len(texts[0]) > QUERY_CACHE_MAX_CHARS:
+            return self.inner.embed(texts)
+        key = texts[0]
+        with self._lock:
+            if key in self._vectors:
+                self._vectors.move_to_end(key)
+                self.hits += 1
+                return self._vectors[key].copy()
+            self.misses += 1
+        vectors = self.inner.embed(texts)
+        with self._lock:
+            self._vectors[key] = np.array(vectors, copy=True)
+            while len(self._vectors) > self.size:
+                self._vectors.popitem(last=False)
+        return vectors
+
+
+class Runtime:
+    """Settings + engine + lazily loaded embedder, shared by the app, CLI and Python API.
+
+    With a ``read_engine`` (DATABASE_READ_URL), sessions send the statements marked for the replica (search:
+    service.retrieval.sql and walk) there and everything else to ``engine``.
+    """
+
+    def __init__(self, settings: Settings, engine: sa.Engine, embedder: Embedder | None = None,
+                 read_engine: sa.Engine | None = None) -> None:
         self.settings = settings
         self.engine = engine
-        self.sessions = make_session_factory(engine)
+        self.read_engine = read_engine
+        self.sessions = make_session_factory(engine, read_engine=read_engine)
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
 
@@ -38,7 +88,11 @@ class Runtime:
               seed: bool | None = None, embedder: Embedder | None = None) -> "Runtime":
         """Connect (starting the embedded server if needed), migrate, and seed on first run."""
         settings = settings or Settings.from_env()
-        runtime = cls(settings, create_engine(resolve_database_url(settings)), embedder)
+        pool_size = settings.database_pool_size
+        read_engine = (create_engine(normalise_database_url(settings.database_read_url), pool_size=pool_size)
+                       if settings.database_read_url else None)
+        runtime = cls(settings, create_engine(resolve_database_url(settings), pool_size=pool_size), embedder,
+                      read_engine)
         if migrate:
 
             upgrade_database(runtime.engine)
@@ -52,7 +106,9 @@ class Runtime:
         if self._embedder is None:
             with self._embedder_lock:
                 if self._embedder is None:
-                    self._embedder = make_embedder(self.settings)
+                    embedder = make_embedder(self.settings)
+                    size = self.settings.query_cache_size
+                    self._embedder = CachedEmbedder(embedder, size) if size else embedder
         return self._embedder
 
     @cached_property
@@ -77,7 +133,8 @@ class Runtime:
         s = self.settings
         return RetrievalSettings(mode=s.retrieval_mode, fusion=s.fusion_method, vector_weight=s.hybrid_vector_weight,
                                  granularity=s.retrieval_granularity,
-                                 statement_timeout_ms=s.search_statement_timeout_ms)
+                                 statement_timeout_ms=s.search_statement_timeout_ms,
+                                 index_min_rows=s.search_index_min_rows, walk_budget=s.search_walk_budget)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -96,6 +153,8 @@ class Runtime:
     def close(self) -> None:
         """Release pooled connections."""
         self.engine.dispose()
+        if self.read_engine is not None:
+            self.read_engine.dispose()
 
 
 _default: Runtime | None = None

@@ -127,8 +127,8 @@ def test_stats_json_reports_counts_model_and_the_hnsw_index(cli_env):
     # Each seed article: a lead and four headed sections, each heading also embedded alone.
     assert data["sections"] == {"total": 45, "embedded": 45, "pending": 0}
     assert data["model"] == ACTIVE_MODEL
-    assert data["index"]["name"] == "knowledge_base_embedding_hnsw"
-    assert "hnsw" in data["index"]["definition"] and "vector_cosine_ops" in data["index"]["definition"]
+    assert data["index"]["name"] == "knowledge_sections_embedding_half_hnsw"
+    assert "hnsw" in data["index"]["definition"] and "halfvec_cosine_ops" in data["index"]["definition"]
 
 
 def test_stats_text_shows_each_count_on_its_own_line(cli_env):

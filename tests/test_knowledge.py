@@ -241,8 +241,8 @@ def test_knowledge_stats_counts_each_state_and_names_the_hnsw_index(session, loc
     after = knowledge_stats(session, active)
     assert {key: after[key] - before[key] for key in ("articles", "embedded", "pending", "stale")} == {
         "articles": 3, "embedded": 1, "pending": 1, "stale": 1}
-    assert after["index"]["name"] == "knowledge_base_embedding_hnsw"
-    assert "hnsw" in after["index"]["definition"] and "vector_cosine_ops" in after["index"]["definition"]
+    assert after["index"]["name"] == "knowledge_sections_embedding_half_hnsw"
+    assert "hnsw" in after["index"]["definition"] and "halfvec_cosine_ops" in after["index"]["definition"]
 
 
 # ---------------------------------------------------------------- update_article / delete_article

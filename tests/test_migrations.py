@@ -55,11 +55,13 @@ def test_embedding_column_is_stored_plain_so_vectors_are_not_toasted(session):
     assert storage == "p"
 
 
-def test_hnsw_index_uses_the_cosine_operator_class(session):
-    definition = session.execute(sa.text(
-        "SELECT indexdef FROM pg_indexes WHERE indexname = 'knowledge_base_embedding_hnsw'"
-    )).scalar_one()
-    assert "USING hnsw (embedding vector_cosine_ops)" in definition
+def test_walk_indexes_are_half_precision_cosine_hnsw_and_the_unused_full_one_is_gone(session):
+    definitions = dict(session.execute(sa.text(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE indexname LIKE '%embedding%hnsw'"
+    )).all())
+    assert set(definitions) == {"knowledge_base_embedding_half_hnsw", "knowledge_sections_embedding_half_hnsw"}
+    for definition in definitions.values():
+        assert "USING hnsw (((subvector(embedding, 1, 384))::halfvec(384)) halfvec_cosine_ops)" in definition
 
 
 def test_embedding_column_is_vector_1536(session):

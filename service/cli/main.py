@@ -24,9 +24,9 @@ def main(verbose: bool) -> None:
 @click.option("--host", help="Address to bind (default: SUPPORTRAG_HOST, else 127.0.0.1).")
 @click.option("--port", type=int, help="Port (default: PORT, else 5000).")
 @click.option("--dev", is_flag=True, help="Flask's development server instead of gunicorn.")
-@click.option("--workers", envvar="WEB_CONCURRENCY", default=1, show_default=True, type=int)
-@click.option("--threads", default=4, show_default=True, type=int)
-def serve(host: str | None, port: int | None, dev: bool, workers: int, threads: int) -> None:
+@click.option("--workers", envvar="WEB_CONCURRENCY", type=int, help="gunicorn workers (default: one per core).")
+@click.option("--threads", type=int, help="Threads per worker (default: 4; the database pool matches).")
+def serve(host: str | None, port: int | None, dev: bool, workers: int | None, threads: int | None) -> None:
     """Start the database if embedded, migrate, seed on first run, and serve HTTP."""
     serve_forever(host=host, port=port, dev=dev, workers=workers, threads=threads)
 

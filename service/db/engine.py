@@ -64,9 +64,28 @@ def create_engine(url: str, *, search_path: str | None = None, pool_size: int = 
     return engine
 
 
-def make_session_factory(engine: sa.Engine) -> sessionmaker[Session]:
-    """Sessions that never expire objects on commit (views read them after committing)."""
-    return sessionmaker(engine, expire_on_commit=False)
+# Statements carrying this execution option may run on the read replica (DATABASE_READ_URL): searches.
+READ_REPLICA = "supportrag_read_replica"
+
+
+class RoutingSession(Session):
+    """A session that sends statements marked ``READ_REPLICA`` to ``info["read_engine"]`` when there is one.
+
+    The replica's connection is its own transaction: a search there does not see this session's uncommitted
+    writes (none of the search paths needs them), and it lags the primary by the replication delay.
+    """
+
+    def get_bind(self, mapper=None, *, clause=None, **kwargs):
+        read_engine = self.info.get("read_engine")
+        if read_engine is not None and clause is not None and clause.get_execution_options().get(READ_REPLICA):
+            return read_engine
+        return super().get_bind(mapper, clause=clause, **kwargs)
+
+
+def make_session_factory(engine: sa.Engine, *, read_engine: sa.Engine | None = None) -> sessionmaker[Session]:
+    """Sessions that never expire objects on commit (views read them after committing); searches go to
+    ``read_engine`` when given."""
+    return sessionmaker(engine, class_=RoutingSession, expire_on_commit=False, info={"read_engine": read_engine})
 
 
 @contextmanager

@@ -51,6 +51,12 @@ class BinaryVector(VECTOR):
         return process
 
 
+def half_precision_hnsw(name: str) -> sa.Index:
+    """HNSW on ``subvector(embedding, 1, 384)::halfvec(384)`` with the cosine operator class (``<=>``)."""
+    expression = sa.text("(subvector(embedding, 1, 384)::halfvec(384))")
+    return sa.Index(name, expression, postgresql_using="hnsw", postgresql_ops={"anon_1": "halfvec_cosine_ops"})
+
+
 class Base(DeclarativeBase):
     """Declarative base of all tables."""
 
@@ -103,13 +109,9 @@ class Article(Base):
             sa.or_(sa.column("category").is_(None), sa.func.char_length(sa.column("category")) <= CATEGORY_MAX),
             name="knowledge_base_category_length",
         ),
-        # HNSW with the operator class that matches the <=> (cosine distance) queries.
-        sa.Index(
-            "knowledge_base_embedding_hnsw",
-            "embedding",
-            postgresql_using="hnsw",
-            postgresql_ops={"embedding": "vector_cosine_ops"},
-        ),
+        # The index walk's (service.retrieval.walk): the first 384 dimensions in half precision, cosine.
+        half_precision_hnsw("knowledge_base_embedding_half_hnsw"),
+        sa.Index("knowledge_base_importance", "importance"),
         sa.Index("knowledge_base_embedding_model", "embedding_model"),
         sa.Index("knowledge_base_search_vector", "search_vector", postgresql_using="gin"),
         sa.Index("knowledge_base_source_path", "source_path", unique=True),
@@ -144,6 +146,7 @@ class ArticleSection(Base):
         sa.UniqueConstraint("article_id", "ordinal", name="knowledge_sections_article_ordinal"),
         sa.CheckConstraint("char_start >= 0 AND char_end >= char_start", name="knowledge_sections_span"),
         sa.CheckConstraint(sa.column("kind").in_(SECTION_KINDS), name="knowledge_sections_kind"),
+        half_precision_hnsw("knowledge_sections_embedding_half_hnsw"),
     )
 
 

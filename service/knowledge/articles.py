@@ -182,7 +182,7 @@ FROM knowledge_sections
 
 INDEX_SQL = sa.text("""
 SELECT indexname, indexdef FROM pg_indexes
-WHERE tablename = 'knowledge_base' AND indexname = 'knowledge_base_embedding_hnsw'
+WHERE tablename = 'knowledge_sections' AND indexname = 'knowledge_sections_embedding_half_hnsw'
   AND schemaname = current_schema()
 """)
 

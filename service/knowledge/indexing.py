@@ -36,6 +36,12 @@ WHERE id = ANY(:ids) AND embedding IS NOT NULL AND embedding_model = :model AND 
 """).columns(sa.column("article_id", sa.BigInteger), sa.column("content_sha256", sa.Text),
              sa.column("embedding", Article.embedding.type))
 
+# Sections go in with COPY … FORMAT BINARY: vectors travel as pgvector's binary, no per-row statement.
+SECTION_COLUMNS = ("article_id", "ordinal", "heading_path", "content", "char_start", "char_end", "kind",
+                   "content_sha256", "embedding", "embedding_model")
+SECTION_TYPES = ("int8", "int4", "text[]", "text", "int4", "int4", "text", "text", "vector", "text")
+COPY_SECTIONS_SQL = f"COPY knowledge_sections ({', '.join(SECTION_COLUMNS)}) FROM STDIN WITH (FORMAT BINARY)"
+
 UPDATE_CARD_SQL = sa.text("""
 UPDATE knowledge_base SET embedding = :embedding, embedding_model = :model, content_sha256 = :sha256
 WHERE id = :id
@@ -119,8 +125,7 @@ def index_articles(session: Session, embedder: Embedder, articles: Sequence[Inde
     ids = [plan.article.id for plan in plans]
     session.execute(sa.delete(ArticleSection).where(ArticleSection.article_id.in_(ids)))
     section_rows = [row for plan in plans for row in _section_rows(plan, known, model)]
-    if section_rows:
-        session.execute(sa.insert(ArticleSection), section_rows)
+    copy_sections(session, section_rows)
     cards = []
     for plan in plans:
         vector = known.get(text_sha256(plan.card_text))
@@ -129,6 +134,17 @@ def index_articles(session: Session, embedder: Embedder, articles: Sequence[Inde
     session.execute(UPDATE_CARD_SQL, cards)
     _expire_cards(session, set(ids))
     return error
+
+
+def copy_sections(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    """Write section rows with binary COPY on the session's connection (inside its transaction)."""
+    if not rows:
+        return
+    driver_connection = session.connection().connection.driver_connection
+    with driver_connection.cursor() as cursor, cursor.copy(COPY_SECTIONS_SQL) as copy:
+        copy.set_types(list(SECTION_TYPES))
+        for row in rows:
+            copy.write_row([row[column] for column in SECTION_COLUMNS])
 
 
 def _expire_cards(session: Session, ids: set[int]) -> None:

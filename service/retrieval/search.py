@@ -11,6 +11,7 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from service.db.engine import READ_REPLICA
 from service.knowledge.sections import PATH_SEPARATOR
 from service.providers.embeddings import Embedder, EmbeddingError, embed_padded
 from service.retrieval.lexical import build_lexical_query, load_synonym_groups
@@ -126,14 +127,18 @@ def run_search(session: Session, embedder: Embedder, query: str, *, limit: int =
                                     source_prefix=source_prefix)
 
 
+# Where the search statements run (the read replica, if any): the timeout must bound them there.
+CURRENT_TIMEOUT_SQL = text("SELECT current_setting('statement_timeout')").execution_options(**{READ_REPLICA: True})
+SET_TIMEOUT_SQL = text("SELECT set_config('statement_timeout', :ms, true)").execution_options(**{READ_REPLICA: True})
+
+
 def _search_with_lexical_leg(session: Session, embedder: Embedder, query: str, vector: np.ndarray | None, *,
                              limit: int, weights: RankingWeights, retrieval: RetrievalSettings, mode: str,
                              degraded: str | None, now: datetime, source_prefix: str | None) -> SearchOutcome:
     """Lexical or hybrid: AND query first, OR query when AND finds fewer than ``limit`` articles."""
     # Bounded: a query of common words must not hold a connection for long.
-    previous_timeout = session.execute(text("SELECT current_setting('statement_timeout')")).scalar_one()
-    session.execute(text("SELECT set_config('statement_timeout', :ms, true)"),
-                    {"ms": str(retrieval.statement_timeout_ms)})
+    previous_timeout = session.execute(CURRENT_TIMEOUT_SQL).scalar_one()
+    session.execute(SET_TIMEOUT_SQL, {"ms": str(retrieval.statement_timeout_ms)})
     lexical = build_lexical_query(session, query, load_synonym_groups(session))
     tsquery, match, and_matches = lexical.and_query, "and", 0
     if tsquery:
@@ -148,8 +153,7 @@ def _search_with_lexical_leg(session: Session, embedder: Embedder, query: str, v
         rows = rank_articles(session, vector, model=embedder.model_name, limit=limit, weights=weights,
                              retrieval=fused, now=now, tsquery=tsquery, and_tsquery=lexical.and_query,
                              lexemes=lexical.lexemes, source_prefix=source_prefix)
-    session.execute(text("SELECT set_config('statement_timeout', :previous, true)"),
-                    {"previous": previous_timeout})
+    session.execute(SET_TIMEOUT_SQL, {"ms": previous_timeout})
     return SearchOutcome([_to_result(row, query) for row in rows], mode, degraded,
                          lexical_query=tsquery, lexical_match=match if tsquery else None,
                          all_words_matches=and_matches, synonyms_used=lexical.synonyms_used)

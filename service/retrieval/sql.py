@@ -22,7 +22,15 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from service.db.engine import READ_REPLICA
 from service.retrieval.ranking import RankingWeights, final_score
+from service.retrieval.walk import (
+    HALF_TOLERANCE,
+    WalkResult,
+    can_walk,
+    section_estimate,
+    walk_candidates,
+)
 
 MODES = ("vector", "lexical", "hybrid")
 GRANULARITIES = ("section", "article")
@@ -34,9 +42,11 @@ _ELIGIBLE_WHERE = """kb.embedding IS NOT NULL AND kb.embedding_model = :model
       AND (CAST(:source_prefix AS text) IS NULL OR starts_with(kb.source_path, :source_prefix))"""
 
 
-def _eligible(*, with_vector: bool, lexical_only: bool) -> str:
+def _eligible(*, with_vector: bool, lexical_only: bool, candidates: bool = False) -> str:
     card = "1.0 - (kb.embedding <=> CAST(:query_vector AS vector))" if with_vector else "NULL::double precision"
     matches = "\n      AND kb.search_vector @@ CAST(:tsquery AS tsquery)" if lexical_only else ""
+    if candidates:  # the index walk's candidates (service.retrieval.walk), re-scored exactly
+        matches += "\n      AND kb.id = ANY(CAST(:candidate_ids AS bigint[]))"
     return f"""eligible AS MATERIALIZED (
     SELECT kb.id, kb.importance, kb.created_at, {_RECENCY} AS recency, {card} AS card_similarity
     FROM knowledge_base kb
@@ -157,14 +167,15 @@ ORDER BY top.score DESC, top.id"""
 
 @lru_cache(maxsize=None)
 def build_statement(mode: str, *, fusion: str = "convex", granularity: str = "section",
-                    with_vector: bool = True) -> sa.TextClause:
-    """The one statement for this mode; ``with_vector=False`` is the lexical leg alone (embedder down)."""
+                    with_vector: bool = True, candidates: bool = False) -> sa.TextClause:
+    """The one statement for this mode; ``with_vector=False`` is the lexical leg alone (embedder down);
+    ``candidates=True`` ranks only the articles in ``:candidate_ids``."""
     if mode not in MODES or fusion not in FUSIONS or granularity not in GRANULARITIES:
         raise ValueError(f"unknown retrieval settings: {mode}, {fusion}, {granularity}")
     if mode != "lexical" and not with_vector:
         raise ValueError(f"{mode} mode needs a query vector")
     lexical = mode != "vector"
-    ctes = [_eligible(with_vector=with_vector, lexical_only=mode == "lexical"),
+    ctes = [_eligible(with_vector=with_vector, lexical_only=mode == "lexical", candidates=candidates),
             _vector_leg(granularity) if with_vector else _NO_VECTOR_LEG]
     if lexical:
         ctes.append(_LEXICAL_LEG)
@@ -180,7 +191,7 @@ def build_statement(mode: str, *, fusion: str = "convex", granularity: str = "se
         binds.append(sa.bindparam("vector_weight", type_=sa.Double))
     if mode == "hybrid" and fusion == "rrf":
         binds.append(sa.bindparam("rrf_k", type_=sa.Double))
-    return sa.text(sql).bindparams(*binds)
+    return sa.text(sql).bindparams(*binds).execution_options(**{READ_REPLICA: True})
 
 
 # The AND query decides between AND and OR: how many articles match every word?
@@ -191,7 +202,7 @@ SELECT count(*) FROM (
       AND (CAST(:source_prefix AS text) IS NULL OR starts_with(kb.source_path, :source_prefix))
     LIMIT :enough
 ) AS matches
-""")
+""").execution_options(**{READ_REPLICA: True})
 
 
 @dataclass(frozen=True)
@@ -204,6 +215,11 @@ class RetrievalSettings:
     rrf_k: float = 60.0
     granularity: str = "section"  # "section": an article scores by its best section; "article": its own vector
     statement_timeout_ms: int = 2000
+    # Vector mode walks the HNSW indexes (service.retrieval.walk) from this many sections on (planner estimate),
+    # up to ``walk_budget`` rows per stream; 0 turns the walk off. Below, or past the budget: the exact scan.
+    index_min_rows: int = 50_000
+    walk_budget: int = 0  # off by default: HNSW does not guarantee the order the proof needs
+    walk_first_rows: int = 32
 
 
 @dataclass(frozen=True)
@@ -239,14 +255,17 @@ def rank_articles(session: Session, query_vector: np.ndarray | None, *, model: s
                   tsquery: str | None = None, and_tsquery: str | None = None, lexemes: list[str] | None = None,
                   source_prefix: str | None = None) -> list[RankedRow]:
     """The exact top-``limit`` articles for this mode; ``source_prefix`` keeps articles imported from there."""
+    walk = _walk(session, query_vector, model=model, limit=limit, weights=weights, retrieval=retrieval, now=now,
+                 source_prefix=source_prefix)
     statement = build_statement(retrieval.mode, fusion=retrieval.fusion, granularity=retrieval.granularity,
-                                with_vector=query_vector is not None)
+                                with_vector=query_vector is not None, candidates=walk is not None)
     params = {
         "query_vector": None if query_vector is None else np.asarray(query_vector, dtype=np.float32),
         "tsquery": tsquery, "and_tsquery": and_tsquery or tsquery, "lexemes": lexemes or [],
         "model": model, "limit": limit, "now": now, "window_days": weights.recency_window_days,
         "similarity_weight": weights.similarity_weight, "recency_weight": weights.recency_weight,
         "vector_weight": retrieval.vector_weight, "rrf_k": retrieval.rrf_k, "source_prefix": source_prefix,
+        "candidate_ids": walk.candidate_ids if walk else None,
     }
     rows = session.execute(statement, params).mappings()
     return [RankedRow(
@@ -256,11 +275,31 @@ def rank_articles(session: Session, query_vector: np.ndarray | None, *, model: s
         # Recomputed by the pure function: the SQL orders, Python is the reference.
         score=final_score(float(r["relevance"]), float(r["recency"]), r["importance"], weights),
         section_id=r["section_id"], section_path=tuple(r["heading_path"] or ()), section_text=r["section_text"],
-        section_similarity=_float(r["section_similarity"]), vector_rank=r["vector_rank"],
+        section_similarity=_float(r["section_similarity"]), vector_rank=_vector_rank(r, walk),
         lexical_rank=r["lexical_rank"], lexical_score=_float(r["lexical_score"]),
         matched_terms=list(r["matched_terms"] or []),
         headline=" ".join(r["headline"].split()) if r["headline"] else None,
     ) for r in rows]
+
+
+def _walk(session: Session, query_vector: np.ndarray | None, *, model: str, limit: int, weights: RankingWeights,
+          retrieval: RetrievalSettings, now: datetime, source_prefix: str | None) -> WalkResult | None:
+    """The index walk's candidates when vector mode can use it on a table this size, else None (exact scan)."""
+    if (retrieval.mode != "vector" or retrieval.granularity != "section" or query_vector is None
+            or retrieval.walk_budget <= 0 or limit < 1 or not can_walk(query_vector)):
+        return None
+    if section_estimate(session) < retrieval.index_min_rows:
+        return None
+    return walk_candidates(session, query_vector, model=model, limit=limit, weights=weights, now=now,
+                           budget=retrieval.walk_budget, first_rows=retrieval.walk_first_rows,
+                           source_prefix=source_prefix)
+
+
+def _vector_rank(row, walk: WalkResult | None) -> int | None:
+    """Rank by similarity alone; after a walk it is known only above the frontier (every such article walked)."""
+    if walk is None or row["similarity"] > walk.frontier_similarity + HALF_TOLERANCE:
+        return row["vector_rank"]
+    return None
 
 
 def search_by_vector(session: Session, query_vector: np.ndarray, *, model: str, limit: int,

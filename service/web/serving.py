@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+from dataclasses import dataclass
 
 import click
 from gunicorn.app.base import BaseApplication
@@ -35,8 +37,47 @@ def _explain_admin_setup(runtime: Runtime) -> None:
                "(it asks for a password), then log in at /admin/login")
 
 
-def serve_forever(*, host: str | None, port: int | None, dev: bool, workers: int, threads: int) -> None:
+THREADS_PER_WORKER = 4  # requests overlap their database waits; the embedder runs one at a time per thread
+# One BLAS/OpenMP thread per worker: N workers × N torch threads on N cores would thrash.
+SINGLE_THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+@dataclass(frozen=True)
+class ServerSize:
+    """gunicorn workers × threads, and the database pool each worker needs for its threads."""
+
+    workers: int
+    threads: int
+    pool_size: int
+
+
+def size_server(*, cpus: int | None, workers: int | None = None, threads: int | None = None) -> ServerSize:
+    """Defaults sized to the machine: a worker per core (embedding is CPU-bound and holds the GIL), a few
+    threads each, and a pool as large as a worker's threads (each holds at most one connection)."""
+    workers = workers or max(1, cpus or 1)
+    threads = threads or THREADS_PER_WORKER
+    return ServerSize(workers=workers, threads=threads, pool_size=threads)
+
+
+def _configure_workers(size: ServerSize) -> None:
+    """What the forked workers read from the environment (unless already set): pool size, one BLAS thread."""
+    os.environ.setdefault("DATABASE_POOL_SIZE", str(size.pool_size))
+    for name in SINGLE_THREAD_ENV:
+        os.environ.setdefault(name, "1")
+
+
+def _post_fork(_server, _worker) -> None:
+    """A torch the master loaded before forking (seeding) keeps its thread count: make it one."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+def serve_forever(*, host: str | None, port: int | None, dev: bool, workers: int | None,
+                  threads: int | None) -> None:
     """Serve until interrupted; host and port default to SUPPORTRAG_HOST and PORT (see Settings)."""
+    size = size_server(cpus=os.cpu_count(), workers=workers, threads=threads)
+    _configure_workers(size)
     settings = Settings.from_env()
     host = host or settings.host
     port = settings.port if port is None else port
@@ -49,7 +90,9 @@ def serve_forever(*, host: str | None, port: int | None, dev: bool, workers: int
         return
     # Workers build their own runtime after fork; the master's pool must not be shared with them.
     runtime.close()
-    _run_gunicorn(host=host, port=port, workers=workers, threads=threads)
+    click.echo(f"gunicorn: {size.workers} workers × {size.threads} threads, "
+               f"database pool {settings.database_pool_size} per worker")
+    _run_gunicorn(host=host, port=port, workers=size.workers, threads=size.threads)
 
 
 def _run_gunicorn(*, host: str, port: int, workers: int, threads: int) -> None:
@@ -60,7 +103,7 @@ def _run_gunicorn(*, host: str, port: int, workers: int, threads: int) -> None:
                 "bind": f"{host}:{port}", "workers": workers, "threads": threads,
                 "worker_class": "gthread", "timeout": 120, "accesslog": "-",
                 # One shared control socket per user would clash between two services.
-                "control_socket_disable": True,
+                "control_socket_disable": True, "post_fork": _post_fork,
             }.items():
                 if key in self.cfg.settings:  # control_socket_disable is new in gunicorn 27
                     self.cfg.set(key, value)

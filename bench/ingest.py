@@ -1,0 +1,140 @@
+"""Ingest throughput: section rows/s for row INSERT vs executemany vs COPY … FORMAT BINARY, and articles/s end to end.
+
+Run by hand:  python bench/ingest.py --rows 5000 --articles 200
+Into a throwaway schema migrated like the real one, with precomputed vectors (384 real dimensions padded to 1536):
+- ``insert``: one INSERT per row (what a loop over the ORM does);
+- ``executemany``: the ORM's batched INSERT (what index_articles did before COPY);
+- ``copy``: service.knowledge.indexing.copy_sections (binary COPY), what import, seed and the bulk API use now;
+each with the walk's HNSW index on sections in place (as a live service has it) and without it (a bulk load that
+builds the index afterwards; see the README's "Performance" section for the build settings). Then ``--articles``
+synthetic articles through ``bulk_add_articles`` with the local MiniLM embedder (articles/s end to end).
+Prints one JSON line; appends it to bench/results/ingest.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import sqlalchemy as sa
+from psycopg import sql
+from sqlalchemy.orm import Session
+
+from service.config import Settings
+from service.db.engine import create_engine, resolve_database_url
+from service.db.migrate import upgrade_database
+from service.db.models import ArticleSection
+from service.knowledge.articles import bulk_add_articles
+from service.knowledge.indexing import copy_sections
+from service.providers.embeddings import LocalEmbedder
+
+RESULTS = Path(__file__).resolve().parent / "results" / "ingest.jsonl"
+INSERT_SQL = sa.text("""
+INSERT INTO knowledge_sections (article_id, ordinal, heading_path, content, char_start, char_end, kind,
+                                content_sha256, embedding, embedding_model)
+VALUES (:article_id, :ordinal, :heading_path, :content, :char_start, :char_end, :kind, :content_sha256,
+        :embedding, :embedding_model)
+""").bindparams(sa.bindparam("embedding", type_=ArticleSection.embedding.type))
+WORDS = ("account password refund order shipping invoice billing login reset email delivery return warranty "
+         "subscription cancel upgrade plan payment card address tracking support agent help").split()
+
+
+def section_rows(rng: np.random.Generator, article_id: int, count: int, start: int) -> list[dict]:
+    vectors = rng.standard_normal((count, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = np.pad(vectors, ((0, 0), (0, 1536 - 384)))
+    return [{"article_id": article_id, "ordinal": start + i, "heading_path": ["Part"], "content": "text " * 60,
+             "char_start": 0, "char_end": 300, "kind": "text", "content_sha256": f"{start + i}",
+             "embedding": vectors[i], "embedding_model": "bench-model"} for i in range(count)]
+
+
+def rows_per_second(session: Session, rng: np.random.Generator, method: str, rows: int) -> float:
+    """Write ``rows`` sections with ``method`` inside one transaction (rolled back); rows/s."""
+    article_id = session.execute(sa.text(
+        "INSERT INTO knowledge_base (title, content) VALUES ('bench', 'bench') RETURNING id")).scalar_one()
+    data = section_rows(rng, article_id, rows, 0)
+    started = time.perf_counter()
+    if method == "insert":
+        for row in data:
+            session.execute(INSERT_SQL, row)
+    elif method == "executemany":
+        session.execute(sa.insert(ArticleSection), data)
+    else:
+        copy_sections(session, data)
+    session.flush()
+    seconds = time.perf_counter() - started
+    session.rollback()
+    return round(rows / seconds)
+
+
+def synthetic_articles(rng: np.random.Generator, count: int) -> list[dict]:
+    """Markdown articles of three sections of ~80 words each."""
+    def words(n: int) -> str:
+        return " ".join(rng.choice(WORDS, n))
+    return [{"title": f"How to {words(3)} {i}", "content": "\n\n".join(f"## {words(2)}\n\n{words(80)}" for _ in range(3)),
+             "importance": 1.0} for i in range(count)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=5000)
+    parser.add_argument("--articles", type=int, default=200)
+    args = parser.parse_args()
+    rng = np.random.default_rng(1)
+    base_url = resolve_database_url(Settings.from_env())
+    admin = create_engine(base_url, pool_size=1)
+    schema = f"bench_ingest_{uuid.uuid4().hex[:8]}"
+    with admin.begin() as conn:
+        conn.execute(sa.schema.CreateSchema(schema))
+    engine = create_engine(base_url, search_path=sql.SQL("{},public").format(sql.Identifier(schema)).as_string(None),
+                           pool_size=1)
+    result: dict = {"rows": args.rows}
+    try:
+        upgrade_database(engine)
+        for indexed in (True, False):
+            if not indexed:
+                with engine.begin() as conn:
+                    conn.execute(sa.text("DROP INDEX knowledge_sections_embedding_half_hnsw"))
+            suffix = "" if indexed else "_no_index"
+            with Session(engine) as session:
+                for method in ("insert", "executemany", "copy"):
+                    result[f"{method}{suffix}_rows_per_s"] = rows_per_second(session, rng, method, args.rows)
+            result[f"copy_vs_insert{suffix}"] = round(result[f"copy{suffix}_rows_per_s"]
+                                                      / result[f"insert{suffix}_rows_per_s"], 1)
+        with engine.begin() as conn:
+            conn.execute(sa.text("CREATE INDEX knowledge_sections_embedding_half_hnsw ON knowledge_sections USING "
+                                 "hnsw ((subvector(embedding, 1, 384)::halfvec(384)) halfvec_cosine_ops)"))
+        embedder = LocalEmbedder()
+        articles = synthetic_articles(rng, args.articles)
+        embedder.embed(["warm up"])
+        with Session(engine) as session:
+            started = time.perf_counter()
+            bulk_add_articles(session, embedder, articles)
+            session.commit()
+            seconds = time.perf_counter() - started
+            sections = session.execute(sa.text("SELECT count(*) FROM knowledge_sections")).scalar_one()
+        result.update({"articles": args.articles, "sections_written": sections,
+                       "end_to_end_articles_per_s": round(args.articles / seconds, 1)})
+    finally:
+        engine.dispose()
+        with admin.begin() as conn:
+            conn.execute(sa.schema.DropSchema(schema, cascade=True, if_exists=True))
+        admin.dispose()
+    result.update({"machine": f"{platform.machine()}, {os.cpu_count()} cores",
+                   "date": datetime.now(timezone.utc).date().isoformat()})
+    line = json.dumps(result)
+    print(line)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with RESULTS.open("a") as out:
+        out.write(line + "\n")
+
+
+if __name__ == "__main__":
+    main()

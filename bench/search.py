@@ -1,0 +1,267 @@
+"""Search latency and recall: naive ORDER BY of the formula vs the exact scan vs the index walk.
+
+Run by hand:  python bench/search.py --articles 100000 --sections-per-article 5 --queries 50
+Loads clustered synthetic unit vectors (a Gaussian mixture in MiniLM's 384 dimensions, zero-padded to 1536 as the
+service stores them), random importance 0-2 and ages 0-730 days, through COPY … FORMAT BINARY into a throwaway
+schema migrated like the real one, with the walk's HNSW indexes dropped during the load and built after it
+(timed, sized). Then per query (warm cache, limit 10):
+- naive: one ``ORDER BY`` of the formula over every article joined to all of its sections;
+- exact: the service's exact scan (service/retrieval/sql.py, walk off);
+- index: the service's index walk (service/retrieval/walk.py) with its exact re-score;
+recall@3 / @10 of naive and index against the exact scan (the reference), p50/p95/p99 per strategy, how many
+index searches fell back to the scan, and (``--compare-vector``) the same walk index built on ``vector(384)``
+instead of ``halfvec(384)`` (build time, size, raw ordered-scan latency). Prints one JSON line per strategy and a
+last summary line; appends the summary to bench/results/search.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import sqlalchemy as sa
+from psycopg import sql
+from sqlalchemy.orm import Session
+
+from service.config import Settings
+from service.db.engine import create_engine, resolve_database_url
+from service.db.migrate import upgrade_database
+from service.retrieval.ranking import RankingWeights
+from service.retrieval.sql import RetrievalSettings, rank_articles
+from service.retrieval.walk import walk_candidates
+
+RESULTS = Path(__file__).resolve().parent / "results" / "search.jsonl"
+MODEL, DIMENSIONS, LIMIT, WALK_BUDGET = "bench-model", 384, 10, 20_000
+WEIGHTS = RankingWeights()
+HALF = "(subvector(embedding, 1, 384)::halfvec(384)) halfvec_cosine_ops"
+FULL = "(subvector(embedding, 1, 384)::vector(384)) vector_cosine_ops"
+
+# The naive statement: what a first version writes. Every article, every section, then sort.
+NAIVE_SQL = sa.text("""
+SELECT kb.id,
+       GREATEST(1.0 - (kb.embedding <=> CAST(:q AS vector)), max(1.0 - (s.embedding <=> CAST(:q AS vector)))) * 0.8
+       + LEAST(1.0, GREATEST(0.0, 1.0 - EXTRACT(EPOCH FROM (:now - kb.created_at)) / 86400.0 / 365.0))
+         * 0.2 * kb.importance AS score
+FROM knowledge_base kb LEFT JOIN knowledge_sections s ON s.article_id = kb.id AND s.embedding_model = :model
+WHERE kb.embedding_model = :model
+GROUP BY kb.id
+ORDER BY score DESC, kb.id
+LIMIT :limit
+""").bindparams(sa.bindparam("now", type_=sa.DateTime(timezone=True)))
+
+
+def clustered(rng: np.random.Generator, centres: np.ndarray, count: int) -> np.ndarray:
+    """Unit vectors around random cluster centres, padded to 1536."""
+    picks = centres[rng.integers(0, len(centres), count)]
+    vectors = picks + 0.35 * rng.standard_normal((count, DIMENSIONS)) / np.sqrt(DIMENSIONS)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.pad(vectors.astype(np.float32), ((0, 0), (0, 1536 - DIMENSIONS)))
+
+
+def load(conn, rng: np.random.Generator, articles: int, per_article: int, centres: np.ndarray,
+         now: datetime) -> None:
+    """Articles and sections through COPY … FORMAT BINARY, in chunks (bounded memory)."""
+    with conn.cursor().copy("COPY knowledge_base (id, title, content, embedding, embedding_model, importance, "
+                            "created_at) FROM STDIN WITH (FORMAT BINARY)") as copy:
+        copy.set_types(["int8", "text", "text", "vector", "text", "float8", "timestamptz"])
+        for start in range(0, articles, 10_000):
+            cards = clustered(rng, centres, min(10_000, articles - start))
+            for offset, card in enumerate(cards):
+                copy.write_row((start + offset + 1, f"article {start + offset}", "content", card, MODEL,
+                                float(rng.uniform(0, 2)), now - timedelta(days=float(rng.uniform(0, 730)))))
+    columns = ("article_id, ordinal, heading_path, content, char_start, char_end, content_sha256, embedding, "
+               "embedding_model")
+    with conn.cursor().copy(f"COPY knowledge_sections ({columns}) FROM STDIN WITH (FORMAT BINARY)") as copy:
+        copy.set_types(["int8", "int4", "text[]", "text", "int4", "int4", "text", "vector", "text"])
+        for start in range(0, articles, 10_000):
+            chunk = min(10_000, articles - start)
+            vectors = clustered(rng, centres, chunk * per_article)
+            for i in range(chunk):
+                for j in range(per_article):
+                    copy.write_row((start + i + 1, j, [f"part {j}"], f"section {j}", 0, 1, "x",
+                                    vectors[i * per_article + j], MODEL))
+
+
+def build_indexes(conn, opclass: str) -> tuple[float, int]:
+    """Seconds to build both walk indexes, and their total bytes."""
+    conn.execute("SET maintenance_work_mem = '2GB'")
+    conn.execute("SET max_parallel_maintenance_workers = 2")
+    started = time.perf_counter()
+    for table in ("knowledge_sections", "knowledge_base"):
+        conn.execute(f"CREATE INDEX {table}_embedding_half_hnsw ON {table} USING hnsw ({opclass})")
+    seconds = time.perf_counter() - started
+    size = conn.execute("SELECT pg_relation_size('knowledge_sections_embedding_half_hnsw') "
+                        "+ pg_relation_size('knowledge_base_embedding_half_hnsw')").fetchone()[0]
+    return seconds, size
+
+
+def percentile(values: list[float], q: float) -> float:
+    return round(float(np.percentile(values, q)), 2)
+
+
+def time_strategy(session: Session, queries: np.ndarray, now: datetime, strategy: str) -> tuple[list, list]:
+    """Milliseconds and result ids per query (one warm-up query first)."""
+    timings, results = [], []
+    for index, query in enumerate([queries[0], *queries]):
+        started = time.perf_counter()
+        if strategy == "naive":
+            ids = [r[0] for r in session.execute(NAIVE_SQL, {"q": query, "now": now, "model": MODEL,
+                                                              "limit": LIMIT})]
+        else:
+            retrieval = (RetrievalSettings(walk_budget=0) if strategy == "exact"
+                         else RetrievalSettings(index_min_rows=0, walk_budget=WALK_BUDGET))
+            ids = [r.id for r in rank_articles(session, query, model=MODEL, limit=LIMIT, weights=WEIGHTS,
+                                               retrieval=retrieval, now=now)]
+        elapsed = (time.perf_counter() - started) * 1000
+        session.rollback()
+        if index:
+            timings.append(elapsed)
+            results.append(ids)
+    return timings, results
+
+
+def recall(results: list[list[int]], reference: list[list[int]], k: int) -> float:
+    return round(statistics.mean(len(set(r[:k]) & set(e[:k])) / k for r, e in zip(results, reference)), 4)
+
+
+def raw_walk_ms(session: Session, queries: np.ndarray, cast: str) -> float:
+    """p50 of the bare ordered index scan (200 nearest sections) through the index on ``cast``."""
+    statement = sa.text(f"SELECT article_id FROM knowledge_sections ORDER BY {cast.format('embedding')} <=> "
+                        f"{cast.format('CAST(:q AS vector)')} LIMIT 200")
+    session.execute(sa.text("SET hnsw.ef_search = 200"))
+    timings = []
+    for query in queries:
+        started = time.perf_counter()
+        session.execute(statement, {"q": query}).all()
+        timings.append((time.perf_counter() - started) * 1000)
+    return round(statistics.median(timings), 2)
+
+
+def summarise(name: str, timings: list[float], results: list, reference: list) -> dict:
+    return {"strategy": name, "p50_ms": percentile(timings, 50), "p95_ms": percentile(timings, 95),
+            "p99_ms": percentile(timings, 99), "recall_at_3": recall(results, reference, 3),
+            "recall_at_10": recall(results, reference, 10)}
+
+
+def run(engine: sa.Engine, args: argparse.Namespace, *, loaded: bool) -> dict:
+    """Load and index (unless ``loaded``: a kept schema, same arguments), time every strategy; the summary."""
+    rng = np.random.default_rng(args.seed)
+    centres = rng.standard_normal((args.clusters, DIMENSIONS))
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    now = datetime.now(timezone.utc)
+    if loaded:
+        return _time_all(engine, args, rng, centres, now, {"reused_schema": args.keep_schema}, 0.0)
+    with engine.begin() as conn:
+        raw = conn.connection.driver_connection
+        for table in ("knowledge_sections", "knowledge_base"):
+            raw.execute(f"DROP INDEX {table}_embedding_half_hnsw")
+        started = time.perf_counter()
+        load(raw, rng, args.articles, args.sections_per_article, centres, now)
+        load_s = time.perf_counter() - started
+    summary: dict = {}
+    with engine.begin() as conn:
+        raw = conn.connection.driver_connection
+        if args.compare_vector:
+            summary["vector_index_build_s"], size = build_indexes(raw, FULL)
+            summary["vector_index_mb"] = round(size / 2**20, 1)
+            queries = clustered(rng, centres, 20)
+            summary["vector_raw_walk_p50_ms"] = raw_walk_ms(Session(bind=conn), queries, "(subvector({}, 1, 384)::vector(384))")
+            for table in ("knowledge_sections", "knowledge_base"):
+                raw.execute(f"DROP INDEX {table}_embedding_half_hnsw")
+        summary["index_build_s"], size = build_indexes(raw, HALF)
+        summary["index_mb"] = round(size / 2**20, 1)
+        raw.execute("ANALYZE knowledge_base")
+        raw.execute("ANALYZE knowledge_sections")
+        summary["table_mb"] = round(raw.execute(
+            "SELECT pg_total_relation_size('knowledge_sections') + pg_total_relation_size('knowledge_base')"
+        ).fetchone()[0] / 2**20, 1)
+        if args.compare_vector:
+            summary["halfvec_raw_walk_p50_ms"] = raw_walk_ms(
+                Session(bind=conn), clustered(rng, centres, 20), "(subvector({}, 1, 384)::halfvec(384))")
+    return _time_all(engine, args, rng, centres, now, summary, load_s)
+
+
+def _time_all(engine: sa.Engine, args: argparse.Namespace, rng: np.random.Generator, centres: np.ndarray,
+              now: datetime, summary: dict, load_s: float) -> dict:
+    """Every strategy over the same queries; recall against the exact scan."""
+    queries = clustered(rng, centres, args.queries)
+    with engine.connect() as connection:
+        session = Session(bind=connection)
+        exact_t, exact_r = time_strategy(session, queries, now, "exact")
+        index_t, index_r = time_strategy(session, queries, now, "index")
+        naive_t, naive_r = ([], []) if args.skip_naive else time_strategy(session, queries, now, "naive")
+        fallbacks = sum(walk_candidates(session, q, model=MODEL, limit=LIMIT, weights=WEIGHTS, now=now,
+                                        budget=WALK_BUDGET) is None for q in queries)
+        session.rollback()
+    rows = [summarise("exact", exact_t, exact_r, exact_r), summarise("index", index_t, index_r, exact_r)]
+    if naive_t:
+        rows.append(summarise("naive", naive_t, naive_r, exact_r))
+    for row in rows:
+        print(json.dumps(row))
+    by_name = {row["strategy"]: row for row in rows}
+    naive_p50 = by_name.get("naive", {}).get("p50_ms")
+    return {
+        "articles": args.articles, "sections": args.articles * args.sections_per_article, "queries": args.queries,
+        "clusters": args.clusters,
+        "naive_p50_ms": naive_p50, "naive_recall_at_10": by_name.get("naive", {}).get("recall_at_10"),
+        "exact_p50_ms": by_name["exact"]["p50_ms"], "exact_p99_ms": by_name["exact"]["p99_ms"],
+        "index_p50_ms": by_name["index"]["p50_ms"], "index_p95_ms": by_name["index"]["p95_ms"],
+        "index_p99_ms": by_name["index"]["p99_ms"], "index_recall_at_3": by_name["index"]["recall_at_3"],
+        "index_recall_at_10": by_name["index"]["recall_at_10"], "index_fallbacks": fallbacks,
+        "speedup_index_vs_naive": round(naive_p50 / by_name["index"]["p50_ms"], 1) if naive_p50 else None,
+        "speedup_index_vs_exact": round(by_name["exact"]["p50_ms"] / by_name["index"]["p50_ms"], 1),
+        **summary, "load_s": round(load_s, 1),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores", "date": now.date().isoformat(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--articles", type=int, default=10_000)
+    parser.add_argument("--sections-per-article", type=int, default=5)
+    parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--clusters", type=int, default=64,
+                        help="topics of the mixture; fewer = more articles within the boost's reach of the top")
+    parser.add_argument("--skip-naive", action="store_true", help="large corpora: the naive sort takes seconds")
+    parser.add_argument("--compare-vector", action="store_true", help="also build/time a vector(384) index")
+    parser.add_argument("--keep-schema", help="load into this schema and keep it (profiling); reused if loaded")
+    args = parser.parse_args()
+    base_url = resolve_database_url(Settings.from_env())
+    admin = create_engine(base_url, pool_size=1)
+    schema = args.keep_schema or f"bench_search_{uuid.uuid4().hex[:8]}"
+    with admin.connect() as conn:
+        loaded = bool(args.keep_schema and conn.execute(
+            sa.text("SELECT 1 FROM pg_namespace WHERE nspname = :s"), {"s": schema}).first())
+    if not loaded:
+        with admin.begin() as conn:
+            conn.execute(sa.schema.CreateSchema(schema))
+    engine = create_engine(base_url, search_path=sql.SQL("{},public").format(sql.Identifier(schema)).as_string(None),
+                           pool_size=1)
+    try:
+        if not loaded:
+            upgrade_database(engine)
+        result = run(engine, args, loaded=loaded)
+    finally:
+        engine.dispose()
+        if not args.keep_schema:
+            with admin.begin() as conn:
+                conn.execute(sa.schema.DropSchema(schema, cascade=True, if_exists=True))
+        admin.dispose()
+    line = json.dumps(result)
+    print(line)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with RESULTS.open("a") as out:
+        out.write(line + "\n")
+
+
+if __name__ == "__main__":
+    main()
