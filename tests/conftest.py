@@ -9,6 +9,11 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One math thread per test worker (set before torch loads): two workers on two cores, no oversubscription.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+
 import psycopg
 import pytest
 import sqlalchemy as sa
@@ -27,6 +32,12 @@ from .helpers import ENVIRONMENT_OVERRIDES, MemoEmbedder
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DIR = Path(os.environ.get("SUPPORTRAG_SHARED_DIR", REPO_ROOT.parent / "shared"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with a slow test go first, so a worker starts on them while the other takes the rest."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: the order within a file is kept
 
 
 @pytest.fixture(scope="session")

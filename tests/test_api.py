@@ -8,6 +8,7 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 import sqlalchemy as sa
+from flask import g
 from flask.testing import FlaskClient
 
 import service.retrieval.search
@@ -514,3 +515,25 @@ def test_search_while_provider_fails_falls_back_to_keywords_and_says_so(
     assert {"laptop", "credit"} <= set(body["results"][0]["explain"]["matched_terms"])
     assert len(fake_openai.embedding_requests()) == requests_before + 1  # max_retries=0: one attempt
     assert stored_snapshot(client) == before
+
+
+def test_a_database_that_dies_after_the_answer_is_made_does_not_turn_it_into_a_500(app, client):
+    """Closing the request's session can fail when the server shut down meanwhile; the answer stands."""
+
+    class DyingSession:
+        invalidated = False
+
+        def close(self):
+            raise sa.exc.OperationalError("ROLLBACK", {}, Exception("terminating connection"))
+
+        def invalidate(self):
+            DyingSession.invalidated = True
+
+    @app.get("/_test/dying")
+    def dying():
+        g.db = DyingSession()
+        return {"ok": True}
+
+    response = client.get("/_test/dying")
+    assert response.status_code == 200 and response.get_json() == {"ok": True}
+    assert DyingSession.invalidated

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import sqlalchemy as sa
 from flask import Flask, g
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -22,6 +24,7 @@ from service.web.openapi import openapi, refuse_unknown_query_parameters
 from service.web.requests import check_query_string
 from service.web.tickets import tickets_api
 
+log = logging.getLogger(__name__)
 
 def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | None = None) -> Flask:
     """Build the app on ``runtime`` (default: the process-wide one from the environment)."""
@@ -55,9 +58,14 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     @app.teardown_appcontext
     def _close_session(exc: BaseException | None) -> None:
         session = g.pop("db", None)
-        if session is not None:
+        if session is None:
+            return
+        try:
             if exc is not None:
                 session.rollback()
             session.close()
+        except sa.exc.SQLAlchemyError as error:  # the server went away mid-request: the answer is already made
+            log.warning("closing the request's database session failed: %s", type(error).__name__)
+            session.invalidate()
 
     return app
