@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 import sqlalchemy as sa
+from benchlib import report
 from pgvector.psycopg import register_vector
 
 from service.config import Settings
@@ -197,11 +198,7 @@ def main() -> None:
             summary[f"index_{eight}"]["req_per_s"] / max(summary[f"exact_{eight}"]["req_per_s"], 0.1), 1)
     summary.update({"seconds": args.seconds, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
                     "date": datetime.now(timezone.utc).date().isoformat()})
-    line = json.dumps(summary)
-    print(line)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with RESULTS.open("a") as out:
-        out.write(line + "\n")
+    report(RESULTS, summary)
 
 
 if __name__ == "__main__":

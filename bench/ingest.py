@@ -14,7 +14,6 @@ Prints one JSON line; appends it to bench/results/ingest.jsonl.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import sqlalchemy as sa
+from benchlib import report
 from psycopg import sql
 from sqlalchemy.orm import Session
 
@@ -129,11 +129,7 @@ def main() -> None:
         admin.dispose()
     result.update({"machine": f"{platform.machine()}, {os.cpu_count()} cores",
                    "date": datetime.now(timezone.utc).date().isoformat()})
-    line = json.dumps(result)
-    print(line)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with RESULTS.open("a") as out:
-        out.write(line + "\n")
+    report(RESULTS, result)
 
 
 if __name__ == "__main__":

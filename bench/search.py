@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import sqlalchemy as sa
+from benchlib import report
 from psycopg import sql
 from sqlalchemy.orm import Session
 
@@ -256,11 +257,7 @@ def main() -> None:
             with admin.begin() as conn:
                 conn.execute(sa.schema.DropSchema(schema, cascade=True, if_exists=True))
         admin.dispose()
-    line = json.dumps(result)
-    print(line)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with RESULTS.open("a") as out:
-        out.write(line + "\n")
+    report(RESULTS, result)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ bench/results/section_search.jsonl.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import sqlalchemy as sa
+from benchlib import report
 from psycopg import sql
 from sqlalchemy.orm import Session
 
@@ -121,11 +121,7 @@ def main() -> None:
         "load_s": round(load_s, 1), "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
         "date": datetime.now(timezone.utc).date().isoformat(),
     }
-    line = json.dumps(result)
-    print(line)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with RESULTS.open("a") as out:
-        out.write(line + "\n")
+    report(RESULTS, result)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,10 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from sqlalchemy.orm import Session
 
+from service.db.engine import create_engine
+from service.db.migrate import upgrade_database
 from service.retrieval.ranking import (
     RankingWeights,
     WalkedArticle,
@@ -141,7 +144,18 @@ def test_index_walk_returns_exactly_what_the_exact_scan_returns(session, seed, a
         savepoint.rollback()
 
 
-def test_the_walk_stops_before_reading_every_section_when_the_top_is_clear(session):
+@pytest.fixture
+def fresh_session(fresh_database_url):
+    """A session on a new, migrated database: HNSW graphs free of the rolled-back rows other tests leave."""
+    engine = create_engine(fresh_database_url, pool_size=1)
+    upgrade_database(engine)
+    with Session(engine) as session:
+        yield session
+    engine.dispose()
+
+
+def test_the_walk_stops_before_reading_every_section_when_the_top_is_clear(fresh_session):
+    session = fresh_session
     rng = np.random.default_rng(7)
     query = insert_corpus(session, 7, 60, 3)
     # Ten recent, important, close articles: nothing unwalked can beat them.
