@@ -9,13 +9,9 @@ it solved; the dashboard then shows exactly those outcomes. Screenshots as in te
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import Any
-
-import pytest
 
 from . import test_admin_browser
-from .test_admin_browser import DESKTOP, PHONE, article_id_by_title, log_in
+from .test_admin_browser import PHONE, article_id_by_title, log_in
 
 # The admin browser test's fixture (a fresh database served by `supportrag serve`), one instance for this module.
 served = test_admin_browser.server
@@ -28,13 +24,8 @@ EXPECTED_TOTALS = {"total-asked": "4", "total-answered": "3", "total-solved": "2
                    "total-handed-off": "1", "deflection-rate": "50%"}
 
 
-@pytest.fixture
-def page(browser) -> Iterator[Any]:
-    """A fresh desktop browser context (no cookies)."""
-    context = browser.new_context(viewport=DESKTOP)
-    context.set_default_timeout(60_000)
-    yield context.new_page()
-    context.close()
+# The admin browser tests' desktop page, for this module too.
+page = test_admin_browser.page
 
 
 def ask(page, base_url: str, question: str) -> None:
