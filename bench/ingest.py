@@ -17,19 +17,17 @@ import argparse
 import os
 import platform
 import time
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import sqlalchemy as sa
 from benchlib import report
-from psycopg import sql
 from sqlalchemy.orm import Session
 
 from service.config import Settings
-from service.db.engine import create_engine, resolve_database_url
-from service.db.migrate import upgrade_database
+from service.db.engine import resolve_database_url
+from service.db.migrate import throwaway_schema
 from service.db.models import ArticleSection
 from service.knowledge.articles import bulk_add_articles
 from service.knowledge.indexing import copy_sections
@@ -89,15 +87,8 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(1)
     base_url = resolve_database_url(Settings.from_env())
-    admin = create_engine(base_url, pool_size=1)
-    schema = f"bench_ingest_{uuid.uuid4().hex[:8]}"
-    with admin.begin() as conn:
-        conn.execute(sa.schema.CreateSchema(schema))
-    engine = create_engine(base_url, search_path=sql.SQL("{},public").format(sql.Identifier(schema)).as_string(None),
-                           pool_size=1)
     result: dict = {"rows": args.rows}
-    try:
-        upgrade_database(engine)
+    with throwaway_schema(base_url, "bench_ingest") as engine:
         for indexed in (True, False):
             if not indexed:
                 with engine.begin() as conn:
@@ -122,11 +113,6 @@ def main() -> None:
             sections = session.execute(sa.text("SELECT count(*) FROM knowledge_sections")).scalar_one()
         result.update({"articles": args.articles, "sections_written": sections,
                        "end_to_end_articles_per_s": round(args.articles / seconds, 1)})
-    finally:
-        engine.dispose()
-        with admin.begin() as conn:
-            conn.execute(sa.schema.DropSchema(schema, cascade=True, if_exists=True))
-        admin.dispose()
     result.update({"machine": f"{platform.machine()}, {os.cpu_count()} cores",
                    "date": datetime.now(timezone.utc).date().isoformat()})
     report(RESULTS, result)

@@ -15,19 +15,17 @@ import argparse
 import platform
 import statistics
 import time
-import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
 import sqlalchemy as sa
 from benchlib import report
-from psycopg import sql
 from sqlalchemy.orm import Session
 
 from service.config import Settings
-from service.db.engine import create_engine, resolve_database_url
-from service.db.migrate import upgrade_database
+from service.db.engine import resolve_database_url
+from service.db.migrate import throwaway_schema
 from service.retrieval.ranking import RankingWeights
 from service.retrieval.sql import RetrievalSettings, rank_articles
 
@@ -91,14 +89,7 @@ def main() -> None:
     centres = rng.standard_normal((CLUSTERS, DIMENSIONS))
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
     base_url = resolve_database_url(Settings.from_env())
-    admin = create_engine(base_url, pool_size=1)
-    schema = f"bench_sections_{uuid.uuid4().hex[:8]}"
-    with admin.begin() as conn:
-        conn.execute(sa.schema.CreateSchema(schema))
-    engine = create_engine(base_url, search_path=sql.SQL("{},public").format(sql.Identifier(schema)).as_string(None),
-                           pool_size=1)
-    try:
-        upgrade_database(engine)
+    with throwaway_schema(base_url, "bench_sections") as engine:
         with engine.begin() as conn:
             started = time.perf_counter()
             load(conn.connection.driver_connection, rng, args.articles, args.sections_per_article, centres)
@@ -106,11 +97,6 @@ def main() -> None:
         queries = clustered(rng, centres, args.queries)
         article = time_searches(engine, queries, "article")
         section = time_searches(engine, queries, "section")
-    finally:
-        engine.dispose()
-        with admin.begin() as conn:
-            conn.execute(sa.schema.DropSchema(schema, cascade=True, if_exists=True))
-        admin.dispose()
     result = {
         "articles": args.articles, "sections": args.articles * args.sections_per_article, "queries": args.queries,
         "article_p50_ms": round(statistics.median(article), 1),

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import uuid
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
+from psycopg import sql
+
+from service.db.engine import create_engine
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,3 +47,22 @@ def current_revision(engine: sa.Engine) -> str | None:
 
     with engine.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
+
+
+@contextmanager
+def throwaway_schema(database_url: str, prefix: str) -> Iterator[sa.Engine]:
+    """An engine on a new, migrated schema of ``database_url`` (never the user's tables); dropped afterwards."""
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(database_url, pool_size=1)
+    with admin.begin() as conn:
+        conn.execute(sa.schema.CreateSchema(schema))
+    search_path = sql.SQL("{},public").format(sql.Identifier(schema)).as_string(None)
+    engine = create_engine(database_url, search_path=search_path, pool_size=1)
+    try:
+        upgrade_database(engine)
+        yield engine
+    finally:
+        engine.dispose()
+        with admin.begin() as conn:
+            conn.execute(sa.schema.DropSchema(schema, cascade=True, if_exists=True))
+        admin.dispose()

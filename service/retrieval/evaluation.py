@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import json
 import math
-import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
-import sqlalchemy as sa
-from psycopg import sql
 
-from service.db.engine import create_engine
-from service.db.migrate import upgrade_database
+from service.db.migrate import throwaway_schema
 from service.knowledge.articles import bulk_add_articles
 from service.providers.embeddings import Embedder
 from service.retrieval.search import RetrievalSettings, search_knowledge
@@ -107,23 +103,12 @@ def throwaway_corpus(runtime: Runtime, corpus: list[dict],
 
     Yields a runtime searching that schema and the map from article id to corpus id.
     """
-    schema = f"supportrag_eval_{uuid.uuid4().hex[:12]}"
-    with runtime.engine.begin() as conn:
-        conn.execute(sa.schema.CreateSchema(schema))
-    search_path = sql.SQL("{},public").format(sql.Identifier(schema)).as_string(None)
-    engine = create_engine(runtime.engine.url.render_as_string(hide_password=False),
-                           search_path=search_path, pool_size=1)
-    try:
-        upgrade_database(engine)
+    database_url = runtime.engine.url.render_as_string(hide_password=False)
+    with throwaway_schema(database_url, "supportrag_eval") as engine:
         eval_runtime = Runtime(runtime.settings, engine, runtime.embedder)
         with eval_runtime.session() as session:
             ids = bulk_add_articles(session, eval_runtime.embedder, corpus_articles(corpus), on_progress=on_progress)
         yield eval_runtime, {article_id: doc["id"] for article_id, doc in zip(ids, corpus)}
-    finally:
-        engine.dispose()
-        with runtime.engine.begin() as conn:
-            conn.execute(sa.schema.DropSchema(schema, cascade=True, if_exists=True))
-
 
 def evaluate(runtime: Runtime, eval_set: EvalSet, *, depth: int = 10, retrieval: RetrievalSettings | None = None,
              on_progress: Callable[[str, int], None] | None = None) -> dict[str, float | int]:
