@@ -1,16 +1,16 @@
-"""Search latency and recall: naive ORDER BY of the formula vs the exact scan vs the index walk.
+"""Search latency and recall: naive ORDER BY of the formula vs the exact scan vs the exact walk.
 
 Run by hand:  python bench/search.py --articles 100000 --sections-per-article 5 --queries 50
 Loads clustered synthetic unit vectors (a Gaussian mixture in MiniLM's 384 dimensions, zero-padded to 1536 as the
 service stores them), random importance 0-2 and ages 0-730 days, through COPY … FORMAT BINARY into a throwaway
-schema migrated like the real one, with the walk's HNSW indexes dropped during the load and built after it
-(timed, sized). Then per query (warm cache, limit 10):
+schema migrated like the real one, then fits the walk's clusters with the service's own
+``supportrag db cluster`` code (timed; index = the two btrees + the clusters table, sized). Then per query (warm
+cache, limit 10):
 - naive: one ``ORDER BY`` of the formula over every article joined to all of its sections;
 - exact: the service's exact scan (service/retrieval/sql.py, walk off);
-- index: the service's index walk (service/retrieval/walk.py) with its exact re-score;
-recall@3 / @10 of naive and index against the exact scan (the reference), p50/p95/p99 per strategy, how many
-index searches fell back to the scan, and (``--compare-vector``) the same walk index built on ``vector(384)``
-instead of ``halfvec(384)`` (build time, size, raw ordered-scan latency). Prints one JSON line per strategy and a
+- index: the service's exact walk (service/retrieval/walk.py, default budget) with its exact re-score;
+recall@3 / @10 of naive and index against the exact scan (the reference), p50/p95/p99 per strategy, the rows the
+walk read (median), and how many walks handed over to the scan (budget). Prints one JSON line per strategy and a
 last summary line; appends the summary to bench/results/search.jsonl.
 """
 
@@ -35,15 +35,15 @@ from sqlalchemy.orm import Session
 from service.config import Settings
 from service.db.engine import create_engine, resolve_database_url
 from service.db.migrate import upgrade_database
+from service.knowledge.clusters import train_clusters
 from service.retrieval.ranking import RankingWeights
 from service.retrieval.sql import RetrievalSettings, rank_articles
 from service.retrieval.walk import walk_candidates
 
 RESULTS = Path(__file__).resolve().parent / "results" / "search.jsonl"
-MODEL, DIMENSIONS, LIMIT, WALK_BUDGET = "bench-model", 384, 10, 20_000
+MODEL, DIMENSIONS, LIMIT = "bench-model", 384, 10
+WALK_BUDGET = RetrievalSettings().walk_budget  # the service's default
 WEIGHTS = RankingWeights()
-HALF = "(subvector(embedding, 1, 384)::halfvec(384)) halfvec_cosine_ops"
-FULL = "(subvector(embedding, 1, 384)::vector(384)) vector_cosine_ops"
 
 # The naive statement: what a first version writes. Every article, every section, then sort.
 NAIVE_SQL = sa.text("""
@@ -91,17 +91,20 @@ def load(conn, rng: np.random.Generator, articles: int, per_article: int, centre
                                     vectors[i * per_article + j], MODEL))
 
 
-def build_indexes(conn, opclass: str) -> tuple[float, int]:
-    """Seconds to build both walk indexes, and their total bytes."""
-    conn.execute("SET maintenance_work_mem = '2GB'")
-    conn.execute("SET max_parallel_maintenance_workers = 2")
+def build_clusters(engine: sa.Engine) -> dict:
+    """Fit and assign the walk's clusters (what ``supportrag db cluster`` runs); time and sizes."""
     started = time.perf_counter()
-    for table in ("knowledge_sections", "knowledge_base"):
-        conn.execute(f"CREATE INDEX {table}_embedding_half_hnsw ON {table} USING hnsw ({opclass})")
+    with Session(engine) as session:
+        report = train_clusters(session, MODEL)
+        session.commit()
     seconds = time.perf_counter() - started
-    size = conn.execute("SELECT pg_relation_size('knowledge_sections_embedding_half_hnsw') "
-                        "+ pg_relation_size('knowledge_base_embedding_half_hnsw')").fetchone()[0]
-    return seconds, size
+    with engine.connect() as conn:
+        size = conn.execute(sa.text(
+            "SELECT pg_relation_size('knowledge_sections_cluster_boost')"
+            " + pg_relation_size('knowledge_base_cluster_boost') + pg_total_relation_size('vector_clusters')"
+        )).scalar_one()
+    return {"index_build_s": round(seconds, 1), "index_mb": round(size / 2**20, 1), "walk_clusters": report.clusters,
+            "median_radius_degrees": report.median_radius_degrees, "max_radius_degrees": report.max_radius_degrees}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -118,7 +121,7 @@ def time_strategy(session: Session, queries: np.ndarray, now: datetime, strategy
                                                               "limit": LIMIT})]
         else:
             retrieval = (RetrievalSettings(walk_budget=0) if strategy == "exact"
-                         else RetrievalSettings(index_min_rows=0, walk_budget=WALK_BUDGET))
+                         else RetrievalSettings(walk_budget=WALK_BUDGET))
             ids = [r.id for r in rank_articles(session, query, model=MODEL, limit=LIMIT, weights=WEIGHTS,
                                                retrieval=retrieval, now=now)]
         elapsed = (time.perf_counter() - started) * 1000
@@ -131,19 +134,6 @@ def time_strategy(session: Session, queries: np.ndarray, now: datetime, strategy
 
 def recall(results: list[list[int]], reference: list[list[int]], k: int) -> float:
     return round(statistics.mean(len(set(r[:k]) & set(e[:k])) / k for r, e in zip(results, reference)), 4)
-
-
-def raw_walk_ms(session: Session, queries: np.ndarray, cast: str) -> float:
-    """p50 of the bare ordered index scan (200 nearest sections) through the index on ``cast``."""
-    statement = sa.text(f"SELECT article_id FROM knowledge_sections ORDER BY {cast.format('embedding')} <=> "
-                        f"{cast.format('CAST(:q AS vector)')} LIMIT 200")
-    session.execute(sa.text("SET hnsw.ef_search = 200"))
-    timings = []
-    for query in queries:
-        started = time.perf_counter()
-        session.execute(statement, {"q": query}).all()
-        timings.append((time.perf_counter() - started) * 1000)
-    return round(statistics.median(timings), 2)
 
 
 def summarise(name: str, timings: list[float], results: list, reference: list) -> dict:
@@ -161,32 +151,17 @@ def run(engine: sa.Engine, args: argparse.Namespace, *, loaded: bool) -> dict:
     if loaded:
         return _time_all(engine, args, rng, centres, now, {"reused_schema": args.keep_schema}, 0.0)
     with engine.begin() as conn:
-        raw = conn.connection.driver_connection
-        for table in ("knowledge_sections", "knowledge_base"):
-            raw.execute(f"DROP INDEX {table}_embedding_half_hnsw")
         started = time.perf_counter()
-        load(raw, rng, args.articles, args.sections_per_article, centres, now)
+        load(conn.connection.driver_connection, rng, args.articles, args.sections_per_article, centres, now)
         load_s = time.perf_counter() - started
-    summary: dict = {}
     with engine.begin() as conn:
-        raw = conn.connection.driver_connection
-        if args.compare_vector:
-            summary["vector_index_build_s"], size = build_indexes(raw, FULL)
-            summary["vector_index_mb"] = round(size / 2**20, 1)
-            queries = clustered(rng, centres, 20)
-            summary["vector_raw_walk_p50_ms"] = raw_walk_ms(Session(bind=conn), queries, "(subvector({}, 1, 384)::vector(384))")
-            for table in ("knowledge_sections", "knowledge_base"):
-                raw.execute(f"DROP INDEX {table}_embedding_half_hnsw")
-        summary["index_build_s"], size = build_indexes(raw, HALF)
-        summary["index_mb"] = round(size / 2**20, 1)
-        raw.execute("ANALYZE knowledge_base")
-        raw.execute("ANALYZE knowledge_sections")
-        summary["table_mb"] = round(raw.execute(
+        conn.execute(sa.text("ANALYZE knowledge_base"))
+        conn.execute(sa.text("ANALYZE knowledge_sections"))
+    summary = build_clusters(engine)
+    with engine.connect() as conn:
+        summary["table_mb"] = round(conn.execute(sa.text(
             "SELECT pg_total_relation_size('knowledge_sections') + pg_total_relation_size('knowledge_base')"
-        ).fetchone()[0] / 2**20, 1)
-        if args.compare_vector:
-            summary["halfvec_raw_walk_p50_ms"] = raw_walk_ms(
-                Session(bind=conn), clustered(rng, centres, 20), "(subvector({}, 1, 384)::halfvec(384))")
+        )).scalar_one() / 2**20, 1)
     return _time_all(engine, args, rng, centres, now, summary, load_s)
 
 
@@ -199,9 +174,12 @@ def _time_all(engine: sa.Engine, args: argparse.Namespace, rng: np.random.Genera
         exact_t, exact_r = time_strategy(session, queries, now, "exact")
         index_t, index_r = time_strategy(session, queries, now, "index")
         naive_t, naive_r = ([], []) if args.skip_naive else time_strategy(session, queries, now, "naive")
-        fallbacks = sum(walk_candidates(session, q, model=MODEL, limit=LIMIT, weights=WEIGHTS, now=now,
-                                        budget=WALK_BUDGET) is None for q in queries)
+        walks = [walk_candidates(session, q, model=MODEL, limit=LIMIT, weights=WEIGHTS, now=now,
+                                 budget=WALK_BUDGET) for q in queries]
         session.rollback()
+    fallbacks = sum(walk is None for walk in walks)
+    walked = [walk.walked_rows for walk in walks if walk is not None]
+    rounds = [walk.rounds for walk in walks if walk is not None]
     rows = [summarise("exact", exact_t, exact_r, exact_r), summarise("index", index_t, index_r, exact_r)]
     if naive_t:
         rows.append(summarise("naive", naive_t, naive_r, exact_r))
@@ -211,12 +189,15 @@ def _time_all(engine: sa.Engine, args: argparse.Namespace, rng: np.random.Genera
     naive_p50 = by_name.get("naive", {}).get("p50_ms")
     return {
         "articles": args.articles, "sections": args.articles * args.sections_per_article, "queries": args.queries,
-        "clusters": args.clusters,
+        "topics": args.clusters,
         "naive_p50_ms": naive_p50, "naive_recall_at_10": by_name.get("naive", {}).get("recall_at_10"),
         "exact_p50_ms": by_name["exact"]["p50_ms"], "exact_p99_ms": by_name["exact"]["p99_ms"],
         "index_p50_ms": by_name["index"]["p50_ms"], "index_p95_ms": by_name["index"]["p95_ms"],
         "index_p99_ms": by_name["index"]["p99_ms"], "index_recall_at_3": by_name["index"]["recall_at_3"],
         "index_recall_at_10": by_name["index"]["recall_at_10"], "index_fallbacks": fallbacks,
+        "walk_rows_p50": int(statistics.median(walked)) if walked else None,
+        "walk_rows_max": max(walked) if walked else None,
+        "walk_rounds_p50": statistics.median(rounds) if rounds else None,
         "speedup_index_vs_naive": round(naive_p50 / by_name["index"]["p50_ms"], 1) if naive_p50 else None,
         "speedup_index_vs_exact": round(by_name["exact"]["p50_ms"] / by_name["index"]["p50_ms"], 1),
         **summary, "load_s": round(load_s, 1),
@@ -233,7 +214,6 @@ def main() -> None:
     parser.add_argument("--clusters", type=int, default=64,
                         help="topics of the mixture; fewer = more articles within the boost's reach of the top")
     parser.add_argument("--skip-naive", action="store_true", help="large corpora: the naive sort takes seconds")
-    parser.add_argument("--compare-vector", action="store_true", help="also build/time a vector(384) index")
     parser.add_argument("--keep-schema", help="load into this schema and keep it (profiling); reused if loaded")
     args = parser.parse_args()
     base_url = resolve_database_url(Settings.from_env())

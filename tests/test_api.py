@@ -435,8 +435,9 @@ def test_stats_after_seeding_counts_five_embedded_articles_and_names_the_index(c
     stats = response.get_json()
     assert (stats["articles"], stats["embedded"], stats["pending"], stats["stale"]) == (5, 5, 0, 0)
     assert stats["model"] == LOCAL_MODEL
-    assert stats["index"]["name"] == "knowledge_sections_embedding_half_hnsw"
-    assert "hnsw" in stats["index"]["definition"] and "halfvec_cosine_ops" in stats["index"]["definition"]
+    assert stats["index"]["name"] == "knowledge_sections_cluster_boost"
+    assert stats["index"]["definition"].endswith("(cluster_id, boost_bucket, boost_period)")
+    assert stats["index"]["clusters"] == 0 and stats["index"]["unassigned"] > 0  # not clustered yet
 
 
 def test_healthz_reports_ok_with_a_database_round_trip(client):

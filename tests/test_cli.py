@@ -119,7 +119,7 @@ def test_add_refuses_both_or_neither_content_and_file(cli_env, tmp_path):
         assert "exactly one of --content or --file" in result.stderr
 
 
-def test_stats_json_reports_counts_model_and_the_hnsw_index(cli_env):
+def test_stats_json_reports_counts_model_and_the_walk_index(cli_env):
     data = run_json("stats")
 
     assert STATS_KEYS <= data.keys()
@@ -127,8 +127,9 @@ def test_stats_json_reports_counts_model_and_the_hnsw_index(cli_env):
     # Each seed article: a lead and four headed sections, each heading also embedded alone.
     assert data["sections"] == {"total": 45, "embedded": 45, "pending": 0}
     assert data["model"] == ACTIVE_MODEL
-    assert data["index"]["name"] == "knowledge_sections_embedding_half_hnsw"
-    assert "hnsw" in data["index"]["definition"] and "halfvec_cosine_ops" in data["index"]["definition"]
+    assert data["index"]["name"] == "knowledge_sections_cluster_boost"
+    assert data["index"]["definition"].endswith("(cluster_id, boost_bucket, boost_period)")
+    assert data["index"]["clusters"] == 0 and data["index"]["unassigned"] > 0  # not clustered yet
 
 
 def test_stats_text_shows_each_count_on_its_own_line(cli_env):

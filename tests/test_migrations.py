@@ -55,13 +55,14 @@ def test_embedding_column_is_stored_plain_so_vectors_are_not_toasted(session):
     assert storage == "p"
 
 
-def test_walk_indexes_are_half_precision_cosine_hnsw_and_the_unused_full_one_is_gone(session):
+def test_no_vector_index_is_kept_that_no_query_reads_and_the_walk_has_its_btrees(session):
     definitions = dict(session.execute(sa.text(
-        "SELECT indexname, indexdef FROM pg_indexes WHERE indexname LIKE '%embedding%hnsw'"
+        "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('knowledge_base', 'knowledge_sections')"
     )).all())
-    assert set(definitions) == {"knowledge_base_embedding_half_hnsw", "knowledge_sections_embedding_half_hnsw"}
-    for definition in definitions.values():
-        assert "USING hnsw (((subvector(embedding, 1, 384))::halfvec(384)) halfvec_cosine_ops)" in definition
+    assert not [name for name, definition in definitions.items() if "USING hnsw" in definition
+                or "USING ivfflat" in definition]
+    for table in ("knowledge_base", "knowledge_sections"):
+        assert definitions[f"{table}_cluster_boost"].endswith("USING btree (cluster_id, boost_bucket, boost_period)")
 
 
 def test_embedding_column_is_vector_1536(session):

@@ -91,7 +91,7 @@ def test_searches_run_on_the_read_replica_and_writes_on_the_primary(two_database
     runtime = Runtime(Settings(), primary, read_engine=replica)
 
     with runtime.session() as session:
-        for retrieval in (RetrievalSettings(), RetrievalSettings(index_min_rows=0, walk_first_rows=1, walk_budget=100)):
+        for retrieval in (RetrievalSettings(), RetrievalSettings(index_min_rows=0, walk_budget=100)):
             found = rank_articles(session, vector, model="test-model", limit=3, weights=RankingWeights(),
                                   retrieval=retrieval, now=NOW)
             assert [r.title for r in found] == ["only on the replica"]

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from service.db.models import Article, ArticleSection
+from service.knowledge.clusters import assign_clusters
 from service.knowledge.sections import SectionDraft, card_embedding_text, section_embedding_text, split_sections
 from service.providers.embeddings import (
     Embedder,
@@ -38,12 +39,13 @@ WHERE id = ANY(:ids) AND embedding IS NOT NULL AND embedding_model = :model AND 
 
 # Sections go in with COPY … FORMAT BINARY: vectors travel as pgvector's binary, no per-row statement.
 SECTION_COLUMNS = ("article_id", "ordinal", "heading_path", "content", "char_start", "char_end", "kind",
-                   "content_sha256", "embedding", "embedding_model")
-SECTION_TYPES = ("int8", "int4", "text[]", "text", "int4", "int4", "text", "text", "vector", "text")
+                   "content_sha256", "embedding", "embedding_model", "cluster_id")
+SECTION_TYPES = ("int8", "int4", "text[]", "text", "int4", "int4", "text", "text", "vector", "text", "int4")
 COPY_SECTIONS_SQL = f"COPY knowledge_sections ({', '.join(SECTION_COLUMNS)}) FROM STDIN WITH (FORMAT BINARY)"
 
 UPDATE_CARD_SQL = sa.text("""
-UPDATE knowledge_base SET embedding = :embedding, embedding_model = :model, content_sha256 = :sha256
+UPDATE knowledge_base SET embedding = :embedding, embedding_model = :model, content_sha256 = :sha256,
+                          cluster_id = :cluster_id
 WHERE id = :id
 """).bindparams(sa.bindparam("embedding", type_=Article.embedding.type))
 
@@ -125,12 +127,16 @@ def index_articles(session: Session, embedder: Embedder, articles: Sequence[Inde
     ids = [plan.article.id for plan in plans]
     session.execute(sa.delete(ArticleSection).where(ArticleSection.article_id.in_(ids)))
     section_rows = [row for plan in plans for row in _section_rows(plan, known, model)]
-    copy_sections(session, section_rows)
     cards = []
     for plan in plans:
         vector = known.get(text_sha256(plan.card_text))
         cards.append({"id": plan.article.id, "embedding": vector, "model": model if vector is not None else None,
                       "sha256": text_sha256(plan.card_text) if vector is not None else None})
+    # Each new vector joins its nearest cluster now, so the exact walk bounds it without a re-training.
+    clusters = assign_clusters(session, model, [r["embedding"] for r in section_rows] + [c["embedding"] for c in cards])
+    for row, cluster_id in zip([*section_rows, *cards], clusters):
+        row["cluster_id"] = cluster_id
+    copy_sections(session, section_rows)
     session.execute(UPDATE_CARD_SQL, cards)
     _expire_cards(session, set(ids))
     return error
@@ -144,14 +150,14 @@ def copy_sections(session: Session, rows: Sequence[dict[str, Any]]) -> None:
     with driver_connection.cursor() as cursor, cursor.copy(COPY_SECTIONS_SQL) as copy:
         copy.set_types(list(SECTION_TYPES))
         for row in rows:
-            copy.write_row([row[column] for column in SECTION_COLUMNS])
+            copy.write_row([row.get(column) for column in SECTION_COLUMNS])
 
 
 def _expire_cards(session: Session, ids: set[int]) -> None:
     """Loaded Article objects must not keep the vectors this module just wrote with plain SQL."""
     for obj in list(session.identity_map.values()):
         if isinstance(obj, Article) and obj.id in ids:
-            session.expire(obj, ["embedding", "embedding_model", "content_sha256"])
+            session.expire(obj, ["embedding", "embedding_model", "content_sha256", "cluster_id"])
 
 
 @dataclass(frozen=True)

@@ -63,47 +63,8 @@ def rrf_relevance(vector_rank: int | None, lexical_rank: int | None, *, vector_w
     return total * (k + 1.0)
 
 
-def walk_score_bound(frontier_similarity: float, *, max_importance: float, weights: RankingWeights,
-                     tolerance: float) -> float:
-    """The best score an article not yet walked can have: every vector of it is at most as close as the
-    frontier (plus ``tolerance`` for the index's reduced precision), and its boost is at most the largest."""
-    return (frontier_similarity + tolerance) * weights.similarity_weight + max_score_boost(weights, max_importance)
-
-
 def kth_largest(values: list[float], k: int) -> float | None:
     """The ``k``-th largest value, or None when there are fewer than ``k``."""
     if k < 1 or len(values) < k:
         return None
     return sorted(values, reverse=True)[k - 1]
-
-
-def walk_can_stop(lower_bounds: list[float], *, k: int, unseen_bound: float) -> bool:
-    """True once ``k`` walked articles are certain to beat every unwalked one (strictly: ties go by id)."""
-    kth = kth_largest(lower_bounds, k)
-    return kth is not None and kth > unseen_bound
-
-
-@dataclass(frozen=True)
-class WalkedArticle:
-    """An article seen by the index walk: its best walked cosine and its boost ``recency × importance``."""
-
-    id: int
-    similarity: float
-    boost: float
-
-
-def walk_survivors(walked: list[WalkedArticle], *, k: int, frontier_similarity: float, weights: RankingWeights,
-                   tolerance: float) -> list[int]:
-    """Walked articles whose best possible score reaches the k-th best certain one (ties kept: they go by id).
-
-    An article's unwalked vectors are no closer than the frontier, so its similarity is at most
-    ``max(walked, frontier) + tolerance``; its certain score uses ``walked − tolerance``.
-    """
-    lower = [(a.similarity - tolerance) * weights.similarity_weight + a.boost * weights.recency_weight
-             for a in walked]
-    kth = kth_largest(lower, k)
-    if kth is None:
-        return [a.id for a in walked]
-    return [a.id for a in walked
-            if (max(a.similarity, frontier_similarity) + tolerance) * weights.similarity_weight
-            + a.boost * weights.recency_weight >= kth]

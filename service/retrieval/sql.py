@@ -24,13 +24,7 @@ from sqlalchemy.orm import Session
 
 from service.db.engine import READ_REPLICA
 from service.retrieval.ranking import RankingWeights, final_score
-from service.retrieval.walk import (
-    HALF_TOLERANCE,
-    WalkResult,
-    can_walk,
-    section_estimate,
-    walk_candidates,
-)
+from service.retrieval.walk import WalkResult, section_estimate, walk_candidates
 
 MODES = ("vector", "lexical", "hybrid")
 GRANULARITIES = ("section", "article")
@@ -45,7 +39,7 @@ _ELIGIBLE_WHERE = """kb.embedding IS NOT NULL AND kb.embedding_model = :model
 def _eligible(*, with_vector: bool, lexical_only: bool, candidates: bool = False) -> str:
     card = "1.0 - (kb.embedding <=> CAST(:query_vector AS vector))" if with_vector else "NULL::double precision"
     matches = "\n      AND kb.search_vector @@ CAST(:tsquery AS tsquery)" if lexical_only else ""
-    if candidates:  # the index walk's candidates (service.retrieval.walk), re-scored exactly
+    if candidates:  # the exact walk's candidates (service.retrieval.walk), re-scored exactly
         matches += "\n      AND kb.id = ANY(CAST(:candidate_ids AS bigint[]))"
     return f"""eligible AS MATERIALIZED (
     SELECT kb.id, kb.importance, kb.created_at, {_RECENCY} AS recency, {card} AS card_similarity
@@ -215,11 +209,10 @@ class RetrievalSettings:
     rrf_k: float = 60.0
     granularity: str = "section"  # "section": an article scores by its best section; "article": its own vector
     statement_timeout_ms: int = 2000
-    # Vector mode walks the HNSW indexes (service.retrieval.walk) from this many sections on (planner estimate),
-    # up to ``walk_budget`` rows per stream; 0 turns the walk off. Below, or past the budget: the exact scan.
+    # Vector mode walks the cluster bounds (service.retrieval.walk) from this many sections on (planner
+    # estimate), reading at most ``walk_budget`` rows; 0 turns the walk off. Below, or past the budget: the scan.
     index_min_rows: int = 50_000
-    walk_budget: int = 0  # off by default: HNSW does not guarantee the order the proof needs
-    walk_first_rows: int = 32
+    walk_budget: int = 20_000
 
 
 @dataclass(frozen=True)
@@ -275,7 +268,8 @@ def rank_articles(session: Session, query_vector: np.ndarray | None, *, model: s
         # Recomputed by the pure function: the SQL orders, Python is the reference.
         score=final_score(float(r["relevance"]), float(r["recency"]), r["importance"], weights),
         section_id=r["section_id"], section_path=tuple(r["heading_path"] or ()), section_text=r["section_text"],
-        section_similarity=_float(r["section_similarity"]), vector_rank=_vector_rank(r, walk),
+        # Rank by similarity alone needs every article's cosine, which a walk does not read: None after one.
+        section_similarity=_float(r["section_similarity"]), vector_rank=None if walk else r["vector_rank"],
         lexical_rank=r["lexical_rank"], lexical_score=_float(r["lexical_score"]),
         matched_terms=list(r["matched_terms"] or []),
         headline=" ".join(r["headline"].split()) if r["headline"] else None,
@@ -284,22 +278,14 @@ def rank_articles(session: Session, query_vector: np.ndarray | None, *, model: s
 
 def _walk(session: Session, query_vector: np.ndarray | None, *, model: str, limit: int, weights: RankingWeights,
           retrieval: RetrievalSettings, now: datetime, source_prefix: str | None) -> WalkResult | None:
-    """The index walk's candidates when vector mode can use it on a table this size, else None (exact scan)."""
-    if (retrieval.mode != "vector" or retrieval.granularity != "section" or query_vector is None
-            or retrieval.walk_budget <= 0 or limit < 1 or not can_walk(query_vector)):
+    """The exact walk's candidates when vector mode can use it on a table this size, else None (exact scan)."""
+    if retrieval.mode != "vector" or query_vector is None or retrieval.walk_budget <= 0 or limit < 1:
         return None
     if section_estimate(session) < retrieval.index_min_rows:
         return None
     return walk_candidates(session, query_vector, model=model, limit=limit, weights=weights, now=now,
-                           budget=retrieval.walk_budget, first_rows=retrieval.walk_first_rows,
+                           budget=retrieval.walk_budget, granularity=retrieval.granularity,
                            source_prefix=source_prefix)
-
-
-def _vector_rank(row, walk: WalkResult | None) -> int | None:
-    """Rank by similarity alone; after a walk it is known only above the frontier (every such article walked)."""
-    if walk is None or row["similarity"] > walk.frontier_similarity + HALF_TOLERANCE:
-        return row["vector_rank"]
-    return None
 
 
 def search_by_vector(session: Session, query_vector: np.ndarray, *, model: str, limit: int,

@@ -1,23 +1,25 @@
-"""The index walk: which articles can be in the exact top-k, read from the HNSW indexes in descending cosine.
+"""The exact walk: the articles that can be in the top-k, found by reading only rows whose bound can reach it.
 
-Sections and cards are walked through HNSW indexes on ``subvector(embedding, 1, 384)::halfvec(384)`` (migration
-0009): the real dimensions of the local model (MiniLM), the rest of the 1536 being zero padding, in half
-precision. The walk reads both streams through cursors (``hnsw.iterative_scan = relaxed_order``), a batch at a
-time from the stream whose frontier is higher, keeps each eligible article's best cosine, and stops once the
-k-th best *lower bound* of a walked article's score beats the best score an unwalked article can reach
-(``ranking.walk_can_stop``). Past ``budget`` rows of a stream the caller runs the exact scan instead. The walked
-articles that can still reach the top-k (``ranking.walk_survivors``) are re-scored exactly, in full precision,
-by the same statement as the exact scan (``sql.build_statement(..., candidates=True)``).
+Every vector (an article's own, and its sections') belongs to a *unit*: its k-means cluster (``cluster_id``,
+or none yet) × its article's importance bucket × its 30-day creation period (migration 0010). service.retrieval
+.bounds gives each unit a ceiling on any of its rows' scores: ``w_s × cos ceiling of the cluster (centroid,
+radius) + w_r × bucket ceiling × recency of the period's end``. The walk then reads, in rounds of falling
+threshold ``T``, every row of every unit whose ceiling reaches ``T`` (one statement per round: range scans of
+the (cluster_id, boost_bucket, boost_period) btree, the exact cosine of just those rows), and stops once the
+k-th best score among the articles read is ≥ ``T``: every unread row scores below ``T``, so no unread article
+can reach the top-k, nor tie it. The articles read whose score reaches the k-th best are re-scored by the exact
+statement (``sql.build_statement(..., candidates=True)``), over all their sections, so the result *is* the
+exact scan's, ties by id included. This is a proof, not a recall figure: no graph index is involved.
 
-What makes the result equal to brute force: (1) the walked cosine of a half-precision vector is within
-``HALF_TOLERANCE`` of the full-precision one; (2) the index has returned every row closer than the least cosine
-read so far (the frontier). (2) is HNSW's recall, which no graph index guarantees: exact on the small graphs of
-the tests, measured (recall@3/@10 against the exact scan) by bench/search.py on large ones.
+When clusters are tight and the boost varies (the usual help center: a few topics per question, importance and
+age spread), the walk reads a few hundred rows; when nothing bounds well (one topic, or vectors spread evenly),
+it reads more and, past ``budget`` rows, hands over to the exact scan. Rows not yet assigned to a cluster are
+always read (their cosine ceiling is 1), so new articles are found before the next ``supportrag db cluster``.
 """
 
 from __future__ import annotations
 
-import uuid
+import math
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -26,28 +28,22 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from service.db.engine import READ_REPLICA
-from service.retrieval.ranking import (
-    RankingWeights,
-    WalkedArticle,
-    walk_can_stop,
-    walk_score_bound,
-    walk_survivors,
+from service.db.models import IMPORTANCE_MAX
+from service.knowledge.clusters import CENTROIDS
+from service.retrieval.bounds import (
+    BUCKETS,
+    COSINE_SLACK,
+    NO_PERIOD,
+    cosine_ceiling,
+    first_period,
 )
+from service.retrieval.ranking import RankingWeights, kth_largest
 
-INDEX_DIMENSIONS = 384  # migration 0009's index expression; a model with more dimensions is never walked
-# |cos(half(a), half(b)) − cos(a, b)| ≤ ~3 × 2⁻¹⁰ for unit vectors (each component rounded to 11 bits); doubled.
-HALF_TOLERANCE = 0.006
-WALK_EF_SEARCH = 40
-# relaxed_order: strict_order drops a row found after a farther one was returned (recall@10 0.953 at 100k × 5,
-# 64 topics), relaxed_order returns it late (0.995): the least cosine read is then not a true bound either.
-ITERATIVE_SCAN = "relaxed_order"
-FIRST_WALK_ROWS = 32
-MAX_BATCH = 256  # larger batches overshoot the stopping point (measured: bench/search.py)
-EXHAUSTED = -2.0  # below any cosine: nothing left unwalked in that stream
+FIRST_STEP = 0.03    # the first threshold: this far below the best ceiling (in score units)
+SCORE_TOLERANCE = 1e-9
 
 _RECENCY = """LEAST(1.0, GREATEST(0.0,
                1.0 - EXTRACT(EPOCH FROM (:now - kb.created_at))::double precision / 86400.0 / :window_days))"""
-_HALF_QUERY = f"subvector(CAST(:query_vector AS vector), 1, {INDEX_DIMENSIONS})::halfvec({INDEX_DIMENSIONS})"
 
 
 def _on_replica(statement: str) -> sa.TextClause:
@@ -55,153 +51,173 @@ def _on_replica(statement: str) -> sa.TextClause:
     return sa.text(statement).execution_options(**{READ_REPLICA: True})
 
 
-def _half(column: str) -> str:
-    """The indexed expression, exactly as migration 0009 declares it (the planner matches it textually)."""
-    return f"(subvector({column}, 1, {INDEX_DIMENSIONS})::halfvec({INDEX_DIMENSIONS}))"
+CLUSTERS_SQL = _on_replica("SELECT id, created_at, radius FROM vector_clusters WHERE model = :model ORDER BY id")
+CENTROIDS_SQL = _on_replica(
+    "SELECT id, created_at, centroid FROM vector_clusters WHERE id = ANY(CAST(:ids AS int[]))")
+SECTION_ESTIMATE_SQL = _on_replica(
+    "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'knowledge_sections'::regclass")
 
 
-def _stream_sql(table: str, id_column: str, cursor: str) -> str:
-    """A cursor over one table's vectors of ``:model`` in descending (half-precision) cosine, at most the budget."""
-    return f"""DECLARE {cursor} NO SCROLL CURSOR FOR
-SELECT {id_column} AS article_id, 1.0 - ({_half('embedding')} <=> {_HALF_QUERY}) AS similarity
-FROM {table}
-WHERE embedding_model = :model
-ORDER BY {_half('embedding')} <=> {_HALF_QUERY}
-LIMIT :budget"""
+def _branch(table: str, id_column: str, units: str, join: str) -> str:
+    return f"""SELECT t.{id_column} AS id, t.embedding <=> CAST(:query_vector AS vector) AS distance
+    FROM {units} u JOIN {table} t
+      ON {join} AND t.boost_bucket = u.bucket AND t.boost_period >= u.lo AND t.boost_period < u.hi
+    WHERE t.embedding_model = :model AND t.embedding IS NOT NULL"""
 
 
-STREAMS = {"section": ("knowledge_sections", "article_id"), "card": ("knowledge_base", "id")}
-# The boost of the walked articles that search may return (eligible), read once per batch of new ids.
-BOOSTS_SQL = sa.text(f"""
-SELECT kb.id, kb.importance * {_RECENCY} AS boost
-FROM knowledge_base kb
-WHERE kb.id = ANY(CAST(:ids AS bigint[])) AND kb.embedding IS NOT NULL AND kb.embedding_model = :model
-  AND (CAST(:source_prefix AS text) IS NULL OR starts_with(kb.source_path, :source_prefix))
+def _round_sql(with_sections: bool) -> sa.TextClause:
+    """One round: the rows of the given units (clustered and not yet clustered), at most ``:cap`` of them, and
+    for each eligible article read its best cosine and its boost."""
+    tables = [("knowledge_base", "id")] + ([("knowledge_sections", "article_id")] if with_sections else [])
+    branches = []
+    for table, id_column in tables:
+        branches.append(_branch(table, id_column, "units", "t.cluster_id = u.cluster_id"))
+        branches.append(_branch(table, id_column, "free_units", "t.cluster_id IS NULL"))
+    hits = "\n    UNION ALL\n    ".join(branches)
+    return sa.text(f"""
+WITH units AS (
+    SELECT * FROM unnest(CAST(:clusters AS int[]), CAST(:buckets AS int[]), CAST(:los AS int[]),
+                         CAST(:his AS int[])) AS u(cluster_id, bucket, lo, hi)
+),
+free_units AS (
+    SELECT * FROM unnest(CAST(:free_buckets AS int[]), CAST(:free_los AS int[]), CAST(:free_his AS int[]))
+        AS u(bucket, lo, hi)
+),
+hits AS MATERIALIZED (
+    {hits}
+    LIMIT :cap
+),
+best AS (
+    SELECT b.id, 1.0 - b.distance AS similarity, kb.importance * {_RECENCY} AS boost
+    FROM (SELECT id, min(distance) AS distance FROM hits GROUP BY id) b JOIN knowledge_base kb ON kb.id = b.id
+    WHERE kb.embedding IS NOT NULL AND kb.embedding_model = :model
+      AND (CAST(:source_prefix AS text) IS NULL OR starts_with(kb.source_path, :source_prefix))
+)
+SELECT best.id, best.similarity, best.boost, c.read
+FROM (SELECT count(*) AS read FROM hits) c LEFT JOIN best ON true
 """).bindparams(sa.bindparam("now", type_=sa.DateTime(timezone=True)),
                 sa.bindparam("window_days", type_=sa.Double)).execution_options(**{READ_REPLICA: True})
 
-# Served by the btree of migration 0009: one index probe, not a scan. An upper bound of any eligible boost.
-MAX_IMPORTANCE_SQL = _on_replica("SELECT coalesce(max(importance), 0.0) FROM knowledge_base")
-# The planner's row estimate: a small table is scanned exactly, never walked.
-SECTION_ESTIMATE_SQL = _on_replica(
-    "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'knowledge_sections'::regclass")
-COUNT_SECTIONS_SQL = _on_replica(
-    "SELECT count(*) FROM knowledge_sections WHERE embedding_model = :model AND embedding IS NOT NULL")
-COUNT_CARDS_SQL = _on_replica(
-    "SELECT count(*) FROM knowledge_base WHERE embedding_model = :model AND embedding IS NOT NULL")
-WALK_SETTINGS_SQL = _on_replica("""
-SELECT set_config('hnsw.iterative_scan', :iterative_scan, true), set_config('hnsw.ef_search', :ef_search, true),
-       set_config('hnsw.max_scan_tuples', :max_scan_tuples, true)
-""")
+
+ROUND_SQL = {True: _round_sql(True), False: _round_sql(False)}
 
 
 @dataclass(frozen=True)
 class WalkResult:
-    """The articles that can be in the top-k, and the cosine above which every article was walked."""
+    """The articles that can be in the top-k, how many rows were read, and in how many rounds."""
 
     candidate_ids: list[int]
-    frontier_similarity: float
     walked_rows: int
+    rounds: int
 
 
-def can_walk(query_vector: np.ndarray) -> bool:
-    """Only a vector whose dimensions past the indexed ones are zero (a model of ≤ 384) walks exactly."""
-    vector = np.asarray(query_vector, dtype=np.float32)
-    return vector.shape[0] >= INDEX_DIMENSIONS and not np.any(vector[INDEX_DIMENSIONS:])
+
+
+def cluster_ceilings(session: Session, query_vector: np.ndarray, model: str) -> dict[int | None, float]:
+    """Each cluster's cosine ceiling for this query (``None``: rows not assigned to a cluster, ceiling 1)."""
+    clusters = session.execute(CLUSTERS_SQL, {"model": model}).all()
+    ceilings: dict[int | None, float] = {None: 1.0 + COSINE_SLACK}
+    if not clusters:
+        return ceilings
+    query = np.asarray(query_vector, dtype=np.float64)
+    query = query / np.linalg.norm(query)
+    keys = [(cluster_id, created) for cluster_id, created, _ in clusters]
+    cosines = np.clip(CENTROIDS.get(session, keys, CENTROIDS_SQL) @ query, -1.0, 1.0)
+    for (cluster_id, _, radius), cosine in zip(clusters, cosines):
+        ceilings[cluster_id] = cosine_ceiling(math.acos(float(cosine)), float(radius))
+    return ceilings
+
+
+def _period_range(cosine: float, bucket: int, threshold: float, previous: float | None, now: datetime,
+                  weights: RankingWeights) -> tuple[int, int] | None:
+    """The periods of a unit whose ceiling reaches ``threshold`` but not ``previous`` (read in earlier rounds)."""
+    lo = first_period(threshold - weights.similarity_weight * cosine, bucket, now, weights)
+    if lo is None:
+        return None
+    hi = NO_PERIOD
+    if previous is not None:
+        done_from = first_period(previous - weights.similarity_weight * cosine, bucket, now, weights)
+        if done_from is not None:
+            hi = done_from
+    return (lo, hi) if lo < hi else None
+
+
+def _units(ceilings: dict[int | None, float], threshold: float, previous: float | None, now: datetime,
+           weights: RankingWeights) -> tuple[dict[str, list[int]], int]:
+    """The statement's unit arrays for the rows whose ceiling is in [threshold, previous)."""
+    arrays: dict[str, list[int]] = {name: [] for name in
+                                    ("clusters", "buckets", "los", "his", "free_buckets", "free_los", "free_his")}
+    count = 0
+    most = weights.recency_weight * IMPORTANCE_MAX
+    for cluster_id, cosine in ceilings.items():
+        if weights.similarity_weight * cosine + most < threshold:
+            continue  # nothing in this cluster can reach the threshold
+        for bucket in BUCKETS:
+            periods = _period_range(cosine, bucket, threshold, previous, now, weights)
+            if periods is None:
+                continue
+            count += 1
+            if cluster_id is None:
+                arrays["free_buckets"].append(bucket)
+                arrays["free_los"].append(periods[0])
+                arrays["free_his"].append(periods[1])
+            else:
+                arrays["clusters"].append(cluster_id)
+                arrays["buckets"].append(bucket)
+                arrays["los"].append(periods[0])
+                arrays["his"].append(periods[1])
+    return arrays, count
 
 
 def walk_candidates(session: Session, query_vector: np.ndarray, *, model: str, limit: int,
-                    weights: RankingWeights, now: datetime, budget: int, first_rows: int = FIRST_WALK_ROWS,
+                    weights: RankingWeights, now: datetime, budget: int, granularity: str = "section",
                     source_prefix: str | None = None) -> WalkResult | None:
-    """Candidates holding the exact top-``limit`` if the index returned rows in cosine order (HNSW does not
-    promise it: see the module docstring), or None (walk past ``budget``: scan instead)."""
-    max_importance = float(session.execute(MAX_IMPORTANCE_SQL).scalar_one())
-    session.execute(WALK_SETTINGS_SQL, {"ef_search": str(WALK_EF_SEARCH), "max_scan_tuples": str(4 * budget),
-                                        "iterative_scan": ITERATIVE_SCAN})
-    params = {"query_vector": np.asarray(query_vector, dtype=np.float32), "model": model, "budget": budget}
-    cursors = {kind: f"walk_{kind}_{uuid.uuid4().hex[:12]}" for kind in STREAMS}
-    for kind, (table, id_column) in STREAMS.items():
-        session.execute(_on_replica(_stream_sql(table, id_column, cursors[kind])), params)
-    walk = _Walk(session, model=model, now=now, weights=weights, source_prefix=source_prefix)
-    result = walk.run(cursors, limit=limit, max_importance=max_importance, budget=budget, batch=first_rows)
-    for cursor in cursors.values():
-        session.execute(_on_replica(f"CLOSE {cursor}"))
-    return result
-
-
-class _Walk:
-    """The state of one walk: each stream's frontier and rows read, each walked article's best cosine."""
-
-    def __init__(self, session: Session, *, model: str, now: datetime, weights: RankingWeights,
-                 source_prefix: str | None) -> None:
-        self.session, self.model, self.weights = session, model, weights
-        self.lookup = {"model": model, "now": now, "window_days": weights.recency_window_days,
-                       "source_prefix": source_prefix}
-        self.frontier = {kind: 1.0 + HALF_TOLERANCE for kind in STREAMS}
-        self.read = {kind: 0 for kind in STREAMS}
-        self.similarity: dict[int, float] = {}
-        self.boost: dict[int, float | None] = {}  # None: not eligible (another model, filtered out)
-
-    def run(self, cursors: dict[str, str], *, limit: int, max_importance: float, budget: int,
-            batch: int) -> WalkResult | None:
-        """Read the stream with the higher frontier a batch at a time until the stopping rule holds."""
-        while True:
-            kind = max(self.frontier, key=lambda name: self.frontier[name])
-            if self.frontier[kind] == EXHAUSTED:  # every vector walked: every article is a candidate
-                return self._result(limit)
-            if not self._fetch(kind, cursors[kind], batch, budget):
+    """The articles that can be in the exact top-``limit`` (a superset; re-score them exactly), or None when
+    the walk would read more than ``budget`` rows (scan instead)."""
+    if weights.similarity_weight < 0 or weights.recency_weight < 0 or limit < 1 or not np.any(query_vector):
+        return None
+    ceilings = cluster_ceilings(session, query_vector, model)
+    statement = ROUND_SQL[granularity == "section"]
+    best_ceiling = weights.similarity_weight * max(ceilings.values()) + weights.recency_weight * IMPORTANCE_MAX
+    params = {"query_vector": np.asarray(query_vector, dtype=np.float32), "model": model, "now": now,
+              "window_days": weights.recency_window_days, "source_prefix": source_prefix}
+    scores: dict[int, float] = {}
+    similarity: dict[int, float] = {}
+    boost: dict[int, float] = {}
+    read, rounds, previous = 0, 0, None
+    threshold, step = best_ceiling - FIRST_STEP, FIRST_STEP
+    while True:
+        arrays, count = _units(ceilings, threshold, previous, now, weights)
+        if count:
+            rounds += 1
+            rows = session.execute(statement, {**params, **arrays, "cap": budget - read + 1}).all()
+            read += rows[0].read  # one row at least: the count, with or without an article
+            if read > budget:
                 return None
-            walked = self._walked()
-            lower = [(a.similarity - HALF_TOLERANCE) * self.weights.similarity_weight
-                     + a.boost * self.weights.recency_weight for a in walked]
-            bound = walk_score_bound(max(self.frontier.values()), max_importance=max_importance,
-                                     weights=self.weights, tolerance=HALF_TOLERANCE)
-            if walk_can_stop(lower, k=limit, unseen_bound=bound):
-                return self._result(limit)
-            batch = min(2 * batch, MAX_BATCH)
-
-    def _fetch(self, kind: str, cursor: str, batch: int, budget: int) -> bool:
-        """One batch of a stream; False when the walk cannot prove anything (budget, or an index gap)."""
-        rows = self.session.execute(_on_replica(f"FETCH {int(batch)} FROM {cursor}")).all()
-        self.read[kind] += len(rows)
-        new_ids = []
-        for article_id, similarity in rows:
-            if article_id not in self.similarity:
-                new_ids.append(article_id)
-                self.similarity[article_id] = float(similarity)
-            else:
-                self.similarity[article_id] = max(self.similarity[article_id], float(similarity))
-        if new_ids:
-            boosts = dict(self.session.execute(BOOSTS_SQL, {**self.lookup, "ids": new_ids}).all())
-            self.boost.update({i: _float(boosts.get(i)) for i in new_ids})
-        if len(rows) == batch:
-            # The least cosine read so far: with relaxed order a later row may be closer than the last one.
-            self.frontier[kind] = min(self.frontier[kind], *(float(row[1]) for row in rows))
-            return True
-        if self.read[kind] >= budget:
-            return False
-        # Fewer than asked: the whole stream, unless the scan stopped early (max_scan_tuples, graph gaps).
-        count_sql = COUNT_SECTIONS_SQL if kind == "section" else COUNT_CARDS_SQL
-        if self.session.execute(count_sql, {"model": self.model}).scalar_one() != self.read[kind]:
-            return False
-        self.frontier[kind] = EXHAUSTED
-        return True
-
-    def _walked(self) -> list[WalkedArticle]:
-        return [WalkedArticle(id=i, similarity=s, boost=self.boost[i])
-                for i, s in self.similarity.items() if self.boost[i] is not None]
-
-    def _result(self, limit: int) -> WalkResult:
-        frontier = max(self.frontier.values())
-        ids = walk_survivors(self._walked(), k=limit, frontier_similarity=frontier, weights=self.weights,
-                             tolerance=HALF_TOLERANCE)
-        return WalkResult(candidate_ids=ids, frontier_similarity=frontier, walked_rows=sum(self.read.values()))
-
-
-def _float(value) -> float | None:
-    return None if value is None else float(value)
+            for row in rows:
+                if row.id is None:
+                    continue
+                if float(row.similarity) > similarity.get(row.id, -math.inf):
+                    similarity[row.id] = float(row.similarity)
+                boost[row.id] = float(row.boost)
+                scores[row.id] = weights.similarity_weight * similarity[row.id] + weights.recency_weight * boost[row.id]
+        kth = kth_largest(list(scores.values()), limit)
+        if kth is not None and kth >= threshold:
+            break  # every unread row scores below the threshold, hence below the k-th best read
+        if threshold < -weights.similarity_weight:
+            break  # below any score: everything has been read
+        previous = threshold
+        # The next threshold: the k-th best read (one more round then settles it), or a step twice as long.
+        step *= 2
+        threshold = kth if kth is not None and kth > threshold - step else threshold - step
+    kth = kth_largest(list(scores.values()), limit)
+    floor = -math.inf if kth is None else kth - SCORE_TOLERANCE
+    return WalkResult(candidate_ids=sorted(i for i, s in scores.items() if s >= floor), walked_rows=read,
+                      rounds=rounds)
 
 
 def section_estimate(session: Session) -> int:
     """How many sections the planner thinks there are (0 before the first ANALYZE)."""
     return int(session.execute(SECTION_ESTIMATE_SQL).scalar_one())
+
+
