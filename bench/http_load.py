@@ -4,8 +4,8 @@ Run by hand:  python bench/http_load.py --articles 20000 --sections-per-article 
 Loads a corpus into a fresh database on the embedded server: clustered unit vectors whose cluster centres are the
 real MiniLM vectors of ``TOPICS`` (so that the questions asked land in clusters, as ticket subjects do), stored
 as MiniLM's so the service searches them. Then starts `supportrag serve` twice on that database, once with the
-exact scan (SEARCH_WALK_BUDGET=0: the service before the walk) and once with the index walk
-(SEARCH_INDEX_MIN_ROWS=0), and for 1, 8 and 32 concurrent clients posts questions for ``--seconds`` each:
+exact scan (SEARCH_WALK_BUDGET=0: the service before the walk) and once with the exact walk (the
+default settings, after ``supportrag db cluster``'s training), and for 1, 8 and 32 concurrent clients posts questions for ``--seconds`` each:
 req/s, p50/p99 latency, errors. Prints one JSON line per run and a summary; appends the summary to
 bench/results/http.jsonl.
 """
@@ -32,10 +32,12 @@ import psycopg
 import sqlalchemy as sa
 from benchlib import report
 from pgvector.psycopg import register_vector
+from sqlalchemy.orm import Session
 
 from service.config import Settings
 from service.db.engine import create_engine, resolve_database_url
 from service.db.migrate import upgrade_database
+from service.knowledge.clusters import train_clusters, vacuum_vector_tables
 from service.providers.embeddings import LocalEmbedder, embed_padded
 
 RESULTS = Path(__file__).resolve().parent / "results" / "http.jsonl"
@@ -59,8 +61,6 @@ def load_corpus(url: str, articles: int, per_article: int, embedder: LocalEmbedd
 
     with psycopg.connect(sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)) as conn:
         register_vector(conn)
-        for table in ("knowledge_sections", "knowledge_base"):
-            conn.execute(f"DROP INDEX {table}_embedding_half_hnsw")
         with conn.cursor().copy("COPY knowledge_base (id, title, content, embedding, embedding_model, importance, "
                                 "created_at) FROM STDIN WITH (FORMAT BINARY)") as copy:
             copy.set_types(["int8", "text", "text", "vector", "text", "float8", "timestamptz"])
@@ -78,14 +78,13 @@ def load_corpus(url: str, articles: int, per_article: int, embedder: LocalEmbedd
                         copy.write_row((start + i + 1, j, f"section {j}", 0, 1, "x", vectors[i * per_article + j],
                                         embedder.model_name))
         conn.execute("INSERT INTO app_state (key, value) VALUES ('seeded', 'bench') ON CONFLICT DO NOTHING")
-        conn.execute("SET maintenance_work_mem = '2GB'")
-        conn.execute("SET max_parallel_maintenance_workers = 2")
-        for table in ("knowledge_sections", "knowledge_base"):
-            conn.execute(f"CREATE INDEX {table}_embedding_half_hnsw ON {table} USING hnsw "
-                         "((subvector(embedding, 1, 384)::halfvec(384)) halfvec_cosine_ops)")
-        conn.execute("ANALYZE knowledge_base")
-        conn.execute("ANALYZE knowledge_sections")
         conn.commit()
+    engine = create_engine(url, pool_size=1)
+    with Session(engine) as session:
+        train_clusters(session, embedder.model_name)
+        session.commit()
+    vacuum_vector_tables(engine)
+    engine.dispose()
 
 
 def free_port() -> int:

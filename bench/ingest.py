@@ -5,8 +5,9 @@ Into a throwaway schema migrated like the real one, with precomputed vectors (38
 - ``insert``: one INSERT per row (what a loop over the ORM does);
 - ``executemany``: the ORM's batched INSERT (what index_articles did before COPY);
 - ``copy``: service.knowledge.indexing.copy_sections (binary COPY), what import, seed and the bulk API use now;
-each with the walk's HNSW index on sections in place (as a live service has it) and without it (a bulk load that
-builds the index afterwards; see the README's "Performance" section for the build settings). Then ``--articles``
+each into the live schema (the walk's btrees and triggers in place) twice: with every row assigned to a trained
+cluster (what index_articles writes once ``supportrag db cluster`` has run: the database checks each vector
+against its cluster's radius) and unassigned (a first bulk load, clustered afterwards). Then ``--articles``
 synthetic articles through ``bulk_add_articles`` with the local MiniLM embedder (articles/s end to end).
 Prints one JSON line; appends it to bench/results/ingest.jsonl.
 """
@@ -30,15 +31,16 @@ from service.db.engine import resolve_database_url
 from service.db.migrate import throwaway_schema
 from service.db.models import ArticleSection
 from service.knowledge.articles import bulk_add_articles
+from service.knowledge.clusters import assign_clusters, train_clusters
 from service.knowledge.indexing import copy_sections
 from service.providers.embeddings import LocalEmbedder
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ingest.jsonl"
 INSERT_SQL = sa.text("""
 INSERT INTO knowledge_sections (article_id, ordinal, heading_path, content, char_start, char_end, kind,
-                                content_sha256, embedding, embedding_model)
+                                content_sha256, embedding, embedding_model, cluster_id)
 VALUES (:article_id, :ordinal, :heading_path, :content, :char_start, :char_end, :kind, :content_sha256,
-        :embedding, :embedding_model)
+        :embedding, :embedding_model, :cluster_id)
 """).bindparams(sa.bindparam("embedding", type_=ArticleSection.embedding.type))
 WORDS = ("account password refund order shipping invoice billing login reset email delivery return warranty "
          "subscription cancel upgrade plan payment card address tracking support agent help").split()
@@ -53,11 +55,14 @@ def section_rows(rng: np.random.Generator, article_id: int, count: int, start: i
              "embedding": vectors[i], "embedding_model": "bench-model"} for i in range(count)]
 
 
-def rows_per_second(session: Session, rng: np.random.Generator, method: str, rows: int) -> float:
+def rows_per_second(session: Session, rng: np.random.Generator, method: str, rows: int, assigned: bool) -> float:
     """Write ``rows`` sections with ``method`` inside one transaction (rolled back); rows/s."""
     article_id = session.execute(sa.text(
         "INSERT INTO knowledge_base (title, content) VALUES ('bench', 'bench') RETURNING id")).scalar_one()
     data = section_rows(rng, article_id, rows, 0)
+    clusters = assign_clusters(session, "bench-model", [row["embedding"] for row in data])
+    for row, cluster_id in zip(data, clusters):
+        row["cluster_id"] = cluster_id if assigned else None
     started = time.perf_counter()
     if method == "insert":
         for row in data:
@@ -89,19 +94,20 @@ def main() -> None:
     base_url = resolve_database_url(Settings.from_env())
     result: dict = {"rows": args.rows}
     with throwaway_schema(base_url, "bench_ingest") as engine:
-        for indexed in (True, False):
-            if not indexed:
-                with engine.begin() as conn:
-                    conn.execute(sa.text("DROP INDEX knowledge_sections_embedding_half_hnsw"))
-            suffix = "" if indexed else "_no_index"
+        with Session(engine) as session:  # clusters to assign to: trained on 2,000 committed rows
+            article_id = session.execute(sa.text(
+                "INSERT INTO knowledge_base (title, content) VALUES ('seed', 'seed') RETURNING id")).scalar_one()
+            copy_sections(session, section_rows(rng, article_id, 2000, 0))
+            train_clusters(session, "bench-model", clusters=32)
+            session.commit()
+        for assigned in (True, False):
+            suffix = "" if assigned else "_unassigned"
             with Session(engine) as session:
                 for method in ("insert", "executemany", "copy"):
-                    result[f"{method}{suffix}_rows_per_s"] = rows_per_second(session, rng, method, args.rows)
+                    result[f"{method}{suffix}_rows_per_s"] = rows_per_second(session, rng, method, args.rows,
+                                                                              assigned)
             result[f"copy_vs_insert{suffix}"] = round(result[f"copy{suffix}_rows_per_s"]
                                                       / result[f"insert{suffix}_rows_per_s"], 1)
-        with engine.begin() as conn:
-            conn.execute(sa.text("CREATE INDEX knowledge_sections_embedding_half_hnsw ON knowledge_sections USING "
-                                 "hnsw ((subvector(embedding, 1, 384)::halfvec(384)) halfvec_cosine_ops)"))
         embedder = LocalEmbedder()
         articles = synthetic_articles(rng, args.articles)
         embedder.embed(["warm up"])

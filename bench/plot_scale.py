@@ -1,8 +1,9 @@
-"""Draw search p50 latency against corpus size per strategy (naive, exact scan, index walk) as an SVG, log-log.
+"""Draw search p50 latency against corpus size per strategy (naive, exact scan, exact walk) as an SVG, log-log.
 
 Run by hand after bench/search.py runs of several sizes:
-    python bench/plot_scale.py bench/results/search.jsonl docs/search_latency.svg [--clusters 64]
-The last run per (sections, clusters) wins.
+    python bench/plot_scale.py bench/results/search.jsonl docs/search_latency.svg [--topics 64]
+Only runs of the cluster-bound walk count (they report ``walk_rows_p50``; earlier lines are the HNSW walk's);
+the last run per size wins.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from html import escape
 from pathlib import Path
 
 STRATEGIES = (("naive_p50_ms", "naive ORDER BY", "#c0392b"), ("exact_p50_ms", "exact scan", "#e8892b"),
-              ("index_p50_ms", "index walk", "#2457c5"))
+              ("index_p50_ms", "exact walk", "#2457c5"))
 LEFT, TOP, WIDTH, HEIGHT = 70, 50, 460, 260
 
 
@@ -59,15 +60,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("source", type=Path)
     parser.add_argument("target", type=Path)
-    parser.add_argument("--clusters", type=int, default=64)
+    parser.add_argument("--topics", type=int, default=64)
     args = parser.parse_args()
     latest: dict[int, dict] = {}
     for line in args.source.read_text().splitlines():
         run = json.loads(line)
-        if run.get("clusters", 64) == args.clusters:
+        if "walk_rows_p50" in run and run.get("topics") == args.topics:
             latest[run["sections"]] = run
     runs = [latest[size] for size in sorted(latest)]
-    title = f"search p50 vs corpus size, {args.clusters} topic clusters, top-10, 2 cores"
+    title = f"search p50 vs corpus size, {args.topics} topics, top-10, 2 cores"
     args.target.write_text(line_chart(runs, title) + "\n")
     print(f"wrote {args.target} ({len(runs)} sizes)")
 

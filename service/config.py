@@ -117,7 +117,7 @@ class Settings:
     database_read_url: str | None = None
     database_pool_size: int = 5
     query_cache_size: int = 1024
-    search_index_min_rows: int = 50_000
+    search_index_min_rows: int = 10_000
     search_walk_budget: int = 20_000
 
     @classmethod
@@ -181,7 +181,7 @@ class Settings:
             database_read_url=env.get("DATABASE_READ_URL") or None,
             database_pool_size=_int(env, "DATABASE_POOL_SIZE", 5),
             query_cache_size=_int(env, "QUERY_CACHE_SIZE", 1024),
-            search_index_min_rows=_int(env, "SEARCH_INDEX_MIN_ROWS", 50_000),
+            search_index_min_rows=_int(env, "SEARCH_INDEX_MIN_ROWS", 10_000),
             search_walk_budget=_int(env, "SEARCH_WALK_BUDGET", 20_000),
         )
         settings.validate()

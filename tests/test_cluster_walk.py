@@ -114,12 +114,15 @@ def padded(rng: np.random.Generator, centre: np.ndarray, spread: float) -> np.nd
     return vector
 
 
-def insert_article(session, title, card, model, importance, created_at, sections=()) -> int:
+WORDS = ("refund", "password", "shipping", "invoice", "login", "parcel")
+
+
+def insert_article(session, title, card, model, importance, created_at, sections=(), content=None) -> int:
     article_id = session.execute(sa.text("""
         INSERT INTO knowledge_base (title, content, embedding, embedding_model, importance, created_at)
-        VALUES (:title, :title, :embedding, :model, :importance, :created_at) RETURNING id
-    """), {"title": title, "embedding": card, "model": model, "importance": importance,
-           "created_at": created_at}).scalar_one()
+        VALUES (:title, :content, :embedding, :model, :importance, :created_at) RETURNING id
+    """), {"title": title, "content": content or title, "embedding": card, "model": model,
+           "importance": importance, "created_at": created_at}).scalar_one()
     for ordinal, vector in enumerate(sections):
         session.execute(sa.text("""
             INSERT INTO knowledge_sections (article_id, ordinal, content, char_start, char_end, content_sha256,
@@ -144,7 +147,9 @@ def insert_corpus(session, rng: np.random.Generator, centres: np.ndarray, articl
             age = float(rng.uniform(-5, 730))
             sections = [padded(rng, centre, spread) for _ in range(rng.integers(0, max_sections + 1))]
         model = MODEL if rng.random() > 0.1 else "other-model"
-        insert_article(session, f"article {number}", card, model, importance, NOW - timedelta(days=age), sections)
+        words = " ".join(rng.choice(WORDS, size=rng.integers(1, 4)))
+        insert_article(session, f"article {number}", card, model, importance, NOW - timedelta(days=age), sections,
+                       content=f"article {number} about {words}")
         previous = (card, importance, age, sections)
 
 
@@ -179,6 +184,32 @@ def test_the_walk_returns_exactly_what_the_exact_scan_returns(session, seed, art
         walked = RetrievalSettings(index_min_rows=0, walk_budget=1_000_000, granularity=granularity)
         assert comparable(rank(session, query, limit, walked)) == comparable(
             rank(session, query, limit, RetrievalSettings(walk_budget=0, granularity=fused.granularity)))
+    finally:
+        savepoint.rollback()
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), articles=st.integers(1, 30), clusters=st.integers(1, 4),
+       limit=st.integers(1, 8), words=st.lists(st.sampled_from(WORDS), min_size=0, max_size=2, unique=True),
+       vector_weight=st.sampled_from([0.5, 0.95, 1.0]))
+def test_the_convex_hybrid_walk_returns_exactly_what_the_exact_scan_returns(session, seed, articles, clusters,
+                                                                             limit, words, vector_weight):
+    savepoint = session.begin_nested()
+    try:
+        rng = np.random.default_rng(seed)
+        centres = rng.standard_normal((3, DIMENSIONS))
+        insert_corpus(session, rng, centres, articles, 3)
+        train_clusters(session, MODEL, clusters=clusters, seed=seed % 1000)
+        query = padded(rng, centres[0], 0.3)
+        tsquery = " | ".join(words) or None
+        results = []
+        for budget, min_rows in ((0, 0), (1_000_000, 0)):
+            retrieval = RetrievalSettings(mode="hybrid", fusion="convex", vector_weight=vector_weight,
+                                          walk_budget=budget, index_min_rows=min_rows)
+            results.append(comparable(rank_articles(
+                session, query, model=MODEL, limit=limit, weights=WEIGHTS, retrieval=retrieval, now=NOW,
+                tsquery=tsquery, and_tsquery=tsquery, lexemes=list(words))))
+        assert results[0] == results[1]
     finally:
         savepoint.rollback()
 

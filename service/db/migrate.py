@@ -55,6 +55,8 @@ def throwaway_schema(database_url: str, prefix: str) -> Iterator[sa.Engine]:
     schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = create_engine(database_url, pool_size=1)
     with admin.begin() as conn:
+        # In the default schema first: created by the migration, it would land in (and go with) the throwaway one.
+        conn.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector"))
         conn.execute(sa.schema.CreateSchema(schema))
     search_path = sql.SQL("{},public").format(sql.Identifier(schema)).as_string(None)
     engine = create_engine(database_url, search_path=search_path, pool_size=1)

@@ -191,6 +191,23 @@ def train_clusters(session: Session, model: str, *, clusters: int | None = None,
                          round(float(degrees.max()), 2) if len(degrees) else None)
 
 
+def vacuum_vector_tables(engine: sa.Engine) -> None:
+    """VACUUM ANALYZE after a training: it rewrote every vector row, and until the old versions are vacuumed
+    an index scan still visits them (measured: a walk round of 0.5 ms took 50 ms on 50k dead rows)."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        for table, _ in VECTOR_TABLES:
+            connection.execute(sa.text(f"VACUUM (ANALYZE) {table}"))
+
+
+def rewrite_vector_tables(engine: sa.Engine) -> None:
+    """CLUSTER both tables on the walk's btree: compact again after a training rewrote every row, and each
+    cluster's rows on adjacent pages. Holds an exclusive lock on each table while it runs (searches wait)."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        for table, _ in VECTOR_TABLES:
+            connection.execute(sa.text(f"CLUSTER {table} USING {table}_cluster_boost"))
+            connection.execute(sa.text(f"ANALYZE {table}"))
+
+
 def _assign_all(raw, model: str, centroids: np.ndarray, dimensions: int):
     """Every vector's nearest centroid, streamed in chunks; each cluster's radius and member count."""
     radii = np.zeros(len(centroids))

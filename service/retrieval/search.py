@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -148,8 +148,7 @@ def _search_with_lexical_leg(session: Session, embedder: Embedder, query: str, v
             tsquery, match = lexical.or_query, "or"
     rows: list[RankedRow] = []
     if tsquery or mode == "hybrid":
-        fused = RetrievalSettings(mode=mode, fusion=retrieval.fusion, vector_weight=retrieval.vector_weight,
-                                  rrf_k=retrieval.rrf_k, granularity=retrieval.granularity)
+        fused = replace(retrieval, mode=mode)  # the mode may have degraded to lexical
         rows = rank_articles(session, vector, model=embedder.model_name, limit=limit, weights=weights,
                              retrieval=fused, now=now, tsquery=tsquery, and_tsquery=lexical.and_query,
                              lexemes=lexical.lexemes, source_prefix=source_prefix)

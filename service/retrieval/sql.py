@@ -14,7 +14,7 @@ One statement per retrieval mode, assembled from named CTE fragments by ``build_
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 
@@ -211,7 +211,7 @@ class RetrievalSettings:
     statement_timeout_ms: int = 2000
     # Vector mode walks the cluster bounds (service.retrieval.walk) from this many sections on (planner
     # estimate), reading at most ``walk_budget`` rows; 0 turns the walk off. Below, or past the budget: the scan.
-    index_min_rows: int = 50_000
+    index_min_rows: int = 10_000
     walk_budget: int = 20_000
 
 
@@ -249,7 +249,7 @@ def rank_articles(session: Session, query_vector: np.ndarray | None, *, model: s
                   source_prefix: str | None = None) -> list[RankedRow]:
     """The exact top-``limit`` articles for this mode; ``source_prefix`` keeps articles imported from there."""
     walk = _walk(session, query_vector, model=model, limit=limit, weights=weights, retrieval=retrieval, now=now,
-                 source_prefix=source_prefix)
+                 source_prefix=source_prefix, tsquery=tsquery)
     statement = build_statement(retrieval.mode, fusion=retrieval.fusion, granularity=retrieval.granularity,
                                 with_vector=query_vector is not None, candidates=walk is not None)
     params = {
@@ -276,16 +276,39 @@ def rank_articles(session: Session, query_vector: np.ndarray | None, *, model: s
     ) for r in rows]
 
 
+# Every eligible article the lexical leg matches: in convex hybrid mode they are all re-scored with the walk's.
+LEXICAL_IDS_SQL = sa.text(f"""
+SELECT kb.id FROM knowledge_base kb
+WHERE {_ELIGIBLE_WHERE} AND kb.search_vector @@ CAST(:tsquery AS tsquery)
+""").execution_options(**{READ_REPLICA: True})
+
+
 def _walk(session: Session, query_vector: np.ndarray | None, *, model: str, limit: int, weights: RankingWeights,
-          retrieval: RetrievalSettings, now: datetime, source_prefix: str | None) -> WalkResult | None:
-    """The exact walk's candidates when vector mode can use it on a table this size, else None (exact scan)."""
-    if retrieval.mode != "vector" or query_vector is None or retrieval.walk_budget <= 0 or limit < 1:
+          retrieval: RetrievalSettings, now: datetime, source_prefix: str | None,
+          tsquery: str | None) -> WalkResult | None:
+    """The exact walk's candidates when this mode can use it on a table this size, else None (exact scan).
+
+    Vector mode walks the formula as it is. Convex hybrid mode: an article no full-text match touches scores
+    ``w_s × w × cosine + boost`` (its lexical part is 0), so the walk runs with ``w_s × w`` and every lexical
+    match joins the candidates (the statement then normalises the lexical leg over all of them, as the scan
+    does). RRF needs every article's vector rank, which only the scan has.
+    """
+    convex_hybrid = retrieval.mode == "hybrid" and retrieval.fusion == "convex"
+    if ((retrieval.mode != "vector" and not convex_hybrid) or query_vector is None or retrieval.walk_budget <= 0
+            or limit < 1):
         return None
     if section_estimate(session) < retrieval.index_min_rows:
         return None
-    return walk_candidates(session, query_vector, model=model, limit=limit, weights=weights, now=now,
+    walk_weights = weights if not convex_hybrid else replace(
+        weights, similarity_weight=weights.similarity_weight * retrieval.vector_weight)
+    walk = walk_candidates(session, query_vector, model=model, limit=limit, weights=walk_weights, now=now,
                            budget=retrieval.walk_budget, granularity=retrieval.granularity,
                            source_prefix=source_prefix)
+    if walk is None or not convex_hybrid or not tsquery:
+        return walk
+    matches = session.execute(LEXICAL_IDS_SQL, {"tsquery": tsquery, "model": model,
+                                                "source_prefix": source_prefix}).scalars()
+    return replace(walk, candidate_ids=sorted(set(walk.candidate_ids).union(matches)))
 
 
 def search_by_vector(session: Session, query_vector: np.ndarray, *, model: str, limit: int,
