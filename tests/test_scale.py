@@ -100,3 +100,17 @@ def test_searches_run_on_the_read_replica_and_writes_on_the_primary(two_database
     with primary.connect() as conn:
         assert conn.execute(sa.text("SELECT value FROM app_state WHERE key = 'written'")).scalar_one() == "here"
         assert conn.execute(sa.text("SELECT count(*) FROM knowledge_base")).scalar_one() == 0
+
+
+def test_a_new_embedded_data_directory_gets_memory_sized_to_the_machine_once(tmp_path):
+    from service.db.embedded import TUNING_MARK, _size_to_machine  # noqa: PLC0415  (one private helper)
+
+    conf = tmp_path / "postgresql.conf"
+    conf.write_text("max_connections = 100\n", encoding="utf-8")
+    _size_to_machine(tmp_path)
+    _size_to_machine(tmp_path)  # a second start changes nothing
+
+    text = conf.read_text(encoding="utf-8")
+    assert text.startswith("max_connections = 100\n") and text.count(TUNING_MARK) == 1
+    shared_mb = int(text.split("shared_buffers = '")[1].split("MB")[0])
+    assert 128 <= shared_mb <= 8192

@@ -46,10 +46,14 @@ class CentroidCache:
         self._vectors: dict[tuple[int, datetime], np.ndarray] = {}
         self._lock = threading.Lock()
         self._capacity = capacity
+        self._last: tuple[list, np.ndarray] | None = None
 
     def get(self, session: Session, keys: list[tuple[int, datetime]],
             statement: sa.TextClause | None = None) -> np.ndarray:
         """Unit centroids of ``keys`` (id, created_at) as rows of a (len(keys), 1536) float64 matrix."""
+        last = self._last
+        if last is not None and last[0] == keys:
+            return last[1]  # the same clusters as the last search: no re-stacking (1–2 ms at 400 clusters)
         missing = [cluster_id for cluster_id, created in keys if (cluster_id, created) not in self._vectors]
         if missing:
             rows = session.execute(statement if statement is not None else self.SQL, {"ids": missing}).all()
@@ -61,7 +65,9 @@ class CentroidCache:
                     self._vectors[(cluster_id, created)] = vector / np.linalg.norm(vector)
         if not keys:
             return np.zeros((0, VECTOR_DIMENSIONS))
-        return np.stack([self._vectors[key] for key in keys])
+        matrix = np.stack([self._vectors[key] for key in keys])
+        self._last = (list(keys), matrix)
+        return matrix
 
 
 CENTROIDS = CentroidCache()
