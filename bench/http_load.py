@@ -5,8 +5,8 @@ Loads a corpus into a fresh database on the embedded server: clustered unit vect
 real MiniLM vectors of ``TOPICS`` (so that the questions asked land in clusters, as ticket subjects do), stored
 as MiniLM's so the service searches them. Then starts `supportrag serve` twice on that database, once with the
 exact scan (SEARCH_WALK_BUDGET=0: the service before the walk) and once with the exact walk (the
-default settings, after ``supportrag db cluster``'s training), and for 1, 8 and 32 concurrent clients posts questions for ``--seconds`` each:
-req/s, p50/p99 latency, errors. Prints one JSON line per run and a summary; appends the summary to
+default settings, after ``supportrag db cluster``'s training), and for 1, 8 and 32 concurrent clients posts
+questions for ``--seconds`` each: req/s, p50/p99 latency, errors. Prints one JSON line per run and a summary; appends the summary to
 bench/results/http.jsonl.
 """
 
