@@ -5,7 +5,7 @@
   (it widens the radius when a vector lands outside), so the bound never depends on the writer.
 - ``cluster_id`` on articles (their own vector) and sections; NULL = not assigned (always read by the walk).
   Deleting a cluster (re-training) unassigns its rows.
-- ``boost_bucket`` (importance in steps of 0.25) and ``boost_period`` (30-day period of created_at) on articles,
+- ``boost_bucket`` (importance in steps of 1/16) and ``boost_period`` (the week of created_at) on articles,
   generated, and copied to their sections by triggers: with them the walk knows the largest
   ``importance × recency`` of a group of rows without reading it.
 - A btree on (cluster_id, boost_bucket, boost_period) of both tables: the walk reads the rows of a cluster whose
@@ -32,12 +32,12 @@ TABLES = ("knowledge_base", "knowledge_sections")
 FUNCTIONS = """
 CREATE FUNCTION boost_bucket(importance double precision) RETURNS smallint
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $$ SELECT LEAST(GREATEST(floor(importance * 4.0), 0), 7)::smallint $$;
+    AS $$ SELECT LEAST(GREATEST(floor(importance * 16.0), 0), 31)::smallint $$;
 
 -- The epoch of a timestamptz does not depend on the time zone, so this is immutable in fact.
 CREATE FUNCTION boost_period(created_at timestamptz) RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $$ SELECT floor(EXTRACT(EPOCH FROM created_at) / 2592000.0)::integer $$;
+    AS $$ SELECT floor(EXTRACT(EPOCH FROM created_at) / 604800.0)::integer $$;
 
 CREATE FUNCTION knowledge_sections_boost() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

@@ -97,7 +97,7 @@ class Article(Base):
     # Imported articles: the file they came from and its hash (unchanged files are skipped).
     source_path: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     source_sha256: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
-    # The walk's bound on importance × recency (migration 0010): importance in steps of 0.25, 30-day period.
+    # The walk's bound on importance × recency (migration 0010): importance in steps of 1/16, week.
     boost_bucket: Mapped[int | None] = mapped_column(
         sa.SmallInteger, sa.Computed("boost_bucket(importance)", persisted=True), nullable=True)
     boost_period: Mapped[int | None] = mapped_column(

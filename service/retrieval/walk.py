@@ -1,7 +1,7 @@
 """The exact walk: the articles that can be in the top-k, found by reading only rows whose bound can reach it.
 
 Every vector (an article's own, and its sections') belongs to a *unit*: its k-means cluster (``cluster_id``,
-or none yet) × its article's importance bucket × its 30-day creation period (migration 0010). service.retrieval
+or none yet) × its article's importance bucket × the week of its creation (migration 0010). service.retrieval
 .bounds gives each unit a ceiling on any of its rows' scores: ``w_s × cos ceiling of the cluster (centroid,
 radius) + w_r × bucket ceiling × recency of the period's end``. The walk then reads, in rounds of falling
 threshold ``T``, every row of every unit whose ceiling reaches ``T`` (one statement per round: range scans of
