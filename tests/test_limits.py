@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from service.config import ConfigError, Settings
 from service.web.app import create_app
@@ -142,3 +143,15 @@ def test_the_help_center_forms_share_the_ticket_limit_and_answer_429_as_a_page(s
     assert refused.status_code == 429 and refused.mimetype == "text/html"
     assert 1 <= int(refused.headers["Retry-After"]) <= 60
     assert "too many tickets requests" in refused.get_data(as_text=True)
+
+
+def test_a_lock_lasts_a_full_window_from_the_failure_that_set_it_and_then_lifts(limited, admin_account, runtime):
+    username, password = admin_account
+    for _ in range(2):
+        assert log_in(client_at(limited, "203.0.113.9"), username, "wrong password!").status_code == 401
+    locked = log_in(client_at(limited, "203.0.113.9"), username, password)
+    assert locked.status_code == 429 and 890 <= int(locked.headers["Retry-After"]) <= 900  # the 900 s window
+    with runtime.session() as session:  # the window runs out (as if 15 minutes had passed)
+        session.execute(sa.text("UPDATE rate_limit_counters SET expires_at = clock_timestamp() - interval '1 second' "
+                                "WHERE bucket LIKE 'login-failures:%'"))
+    assert log_in(client_at(limited, "203.0.113.10"), username, password).status_code == 302

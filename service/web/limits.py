@@ -29,14 +29,27 @@ ON CONFLICT (bucket, window_start) DO UPDATE SET hits = rate_limit_counters.hits
 RETURNING hits, extract(epoch FROM expires_at - clock_timestamp()) AS seconds_left
 """)
 
-PEEK_SQL = sa.text("""
+SWEEP_SQL = sa.text("DELETE FROM rate_limit_counters WHERE expires_at < clock_timestamp()")
+
+# Failed logins per username: one row per bucket (window_start fixed at the epoch) whose window starts at the
+# first failure, not at a clock boundary, so failures a second apart always add up; and the failure that reaches
+# the limit extends it to a full window from now, so a lock lasts the whole window (a clock-aligned window
+# locked for seconds when the limit was reached just before its end).
+FAILURE_SQL = sa.text("""
+INSERT INTO rate_limit_counters (bucket, window_start, hits, expires_at)
+VALUES (:bucket, to_timestamp(0), 1, clock_timestamp() + make_interval(secs => :seconds))
+ON CONFLICT (bucket, window_start) DO UPDATE SET
+    hits = CASE WHEN rate_limit_counters.expires_at <= clock_timestamp() THEN 1
+                ELSE rate_limit_counters.hits + 1 END,
+    expires_at = CASE WHEN rate_limit_counters.expires_at <= clock_timestamp()
+                           OR rate_limit_counters.hits + 1 >= :limit THEN EXCLUDED.expires_at
+                      ELSE rate_limit_counters.expires_at END
+""")
+FAILURES_SQL = sa.text("""
 SELECT hits, extract(epoch FROM expires_at - clock_timestamp()) AS seconds_left
 FROM rate_limit_counters
-WHERE bucket = :bucket
-  AND window_start = to_timestamp(floor(extract(epoch FROM clock_timestamp()) / :seconds) * :seconds)
+WHERE bucket = :bucket AND window_start = to_timestamp(0) AND expires_at > clock_timestamp()
 """)
-
-SWEEP_SQL = sa.text("DELETE FROM rate_limit_counters WHERE expires_at < clock_timestamp()")
 
 # POST endpoint → (scope, the Settings attribute holding its limit). Admins are not limited.
 LIMITED_ENDPOINTS = {
@@ -63,14 +76,6 @@ def count_hit(session: Session, bucket: str, seconds: int, amount: int = 1) -> C
     if random.random() < SWEEP_PROBABILITY:
         session.execute(SWEEP_SQL)
     row = session.execute(HIT_SQL, {"bucket": bucket, "seconds": seconds, "amount": amount}).one()
-    return Count(hits=row.hits, retry_after=max(1, math.ceil(row.seconds_left)))
-
-
-def peek(session: Session, bucket: str, seconds: int) -> Count:
-    """The bucket's current window without counting a hit (0 hits if none yet)."""
-    row = session.execute(PEEK_SQL, {"bucket": bucket, "seconds": seconds}).one_or_none()
-    if row is None:
-        return Count(hits=0, retry_after=0)
     return Count(hits=row.hits, retry_after=max(1, math.ceil(row.seconds_left)))
 
 
@@ -104,12 +109,16 @@ def _login_bucket(username: str) -> str:
 
 
 def refuse_locked_username(session: Session, username: str, lockout: tuple[int, int]) -> None:
-    """429 while a username has had ``lockout[0]`` failed logins in the current window (from any address)."""
-    count = peek(session, _login_bucket(username), lockout[1])
-    if count.hits >= lockout[0]:
-        raise too_many("failed logins for this username; it is locked", lockout, count.retry_after)
+    """429 for a full window after a username's ``lockout[0]``-th failed login within a window of the first one
+    (failures from any address count)."""
+    row = session.execute(FAILURES_SQL, {"bucket": _login_bucket(username)}).one_or_none()
+    if row is not None and row.hits >= lockout[0]:
+        raise too_many("failed logins for this username; it is locked", lockout,
+                       max(1, math.ceil(row.seconds_left)))
 
 
 def count_failed_login(session: Session, username: str, lockout: tuple[int, int]) -> None:
     """Count one failed login against the username (the caller commits)."""
-    count_hit(session, _login_bucket(username), lockout[1])
+    if random.random() < SWEEP_PROBABILITY:
+        session.execute(SWEEP_SQL)
+    session.execute(FAILURE_SQL, {"bucket": _login_bucket(username), "seconds": lockout[1], "limit": lockout[0]})
