@@ -181,10 +181,9 @@ def test_the_walk_returns_exactly_what_the_exact_scan_returns(session, seed, art
         walk = walk_candidates(session, query, model=MODEL, limit=limit, weights=WEIGHTS, now=NOW,
                                budget=1_000_000, granularity=granularity)
         event(f"walk read {'all' if walk.walked_rows >= articles * 3 else 'part'} of the rows")
-        fused = RetrievalSettings(granularity=granularity)
         walked = RetrievalSettings(index_min_rows=0, walk_budget=1_000_000, granularity=granularity)
-        assert comparable(rank(session, query, limit, walked)) == comparable(
-            rank(session, query, limit, RetrievalSettings(walk_budget=0, granularity=fused.granularity)))
+        scanned = RetrievalSettings(walk_budget=0, granularity=granularity)
+        assert comparable(rank(session, query, limit, walked)) == comparable(rank(session, query, limit, scanned))
     finally:
         savepoint.rollback()
 

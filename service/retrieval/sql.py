@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from service.db.engine import READ_REPLICA
+from service.retrieval.fragments import ELIGIBLE_WHERE, RECENCY
 from service.retrieval.ranking import RankingWeights, final_score
 from service.retrieval.walk import WalkResult, section_estimate, walk_candidates
 
@@ -30,21 +31,15 @@ MODES = ("vector", "lexical", "hybrid")
 GRANULARITIES = ("section", "article")
 FUSIONS = ("convex", "rrf")
 
-_RECENCY = """LEAST(1.0, GREATEST(0.0,
-               1.0 - EXTRACT(EPOCH FROM (:now - kb.created_at))::double precision / 86400.0 / :window_days))"""
-_ELIGIBLE_WHERE = """kb.embedding IS NOT NULL AND kb.embedding_model = :model
-      AND (CAST(:source_prefix AS text) IS NULL OR starts_with(kb.source_path, :source_prefix))"""
-
-
 def _eligible(*, with_vector: bool, lexical_only: bool, candidates: bool = False) -> str:
     card = "1.0 - (kb.embedding <=> CAST(:query_vector AS vector))" if with_vector else "NULL::double precision"
     matches = "\n      AND kb.search_vector @@ CAST(:tsquery AS tsquery)" if lexical_only else ""
     if candidates:  # the exact walk's candidates (service.retrieval.walk), re-scored exactly
         matches += "\n      AND kb.id = ANY(CAST(:candidate_ids AS bigint[]))"
     return f"""eligible AS MATERIALIZED (
-    SELECT kb.id, kb.importance, kb.created_at, {_RECENCY} AS recency, {card} AS card_similarity
+    SELECT kb.id, kb.importance, kb.created_at, {RECENCY} AS recency, {card} AS card_similarity
     FROM knowledge_base kb
-    WHERE {_ELIGIBLE_WHERE}{matches}
+    WHERE {ELIGIBLE_WHERE}{matches}
 )"""
 
 
@@ -189,11 +184,10 @@ def build_statement(mode: str, *, fusion: str = "convex", granularity: str = "se
 
 
 # The AND query decides between AND and OR: how many articles match every word?
-COUNT_MATCHES_SQL = sa.text("""
+COUNT_MATCHES_SQL = sa.text(f"""
 SELECT count(*) FROM (
     SELECT 1 FROM knowledge_base kb
-    WHERE kb.search_vector @@ CAST(:tsquery AS tsquery) AND kb.embedding IS NOT NULL AND kb.embedding_model = :model
-      AND (CAST(:source_prefix AS text) IS NULL OR starts_with(kb.source_path, :source_prefix))
+    WHERE kb.search_vector @@ CAST(:tsquery AS tsquery) AND {ELIGIBLE_WHERE}
     LIMIT :enough
 ) AS matches
 """).execution_options(**{READ_REPLICA: True})
@@ -279,7 +273,7 @@ def rank_articles(session: Session, query_vector: np.ndarray | None, *, model: s
 # Every eligible article the lexical leg matches: in convex hybrid mode they are all re-scored with the walk's.
 LEXICAL_IDS_SQL = sa.text(f"""
 SELECT kb.id FROM knowledge_base kb
-WHERE {_ELIGIBLE_WHERE} AND kb.search_vector @@ CAST(:tsquery AS tsquery)
+WHERE {ELIGIBLE_WHERE} AND kb.search_vector @@ CAST(:tsquery AS tsquery)
 """).execution_options(**{READ_REPLICA: True})
 
 

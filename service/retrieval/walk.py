@@ -37,14 +37,11 @@ from service.retrieval.bounds import (
     cosine_ceiling,
     first_period,
 )
+from service.retrieval.fragments import ELIGIBLE_WHERE, RECENCY
 from service.retrieval.ranking import RankingWeights, kth_largest
 
 FIRST_STEP = 0.03    # the first threshold: this far below the best ceiling (in score units)
 SCORE_TOLERANCE = 1e-9
-
-_RECENCY = """LEAST(1.0, GREATEST(0.0,
-               1.0 - EXTRACT(EPOCH FROM (:now - kb.created_at))::double precision / 86400.0 / :window_days))"""
-
 
 def _on_replica(statement: str) -> sa.TextClause:
     """A walk statement: every one of them runs where the search runs (the read replica, if any)."""
@@ -88,10 +85,9 @@ hits AS MATERIALIZED (
     LIMIT :cap
 ),
 best AS (
-    SELECT b.id, 1.0 - b.distance AS similarity, kb.importance * {_RECENCY} AS boost
+    SELECT b.id, 1.0 - b.distance AS similarity, kb.importance * {RECENCY} AS boost
     FROM (SELECT id, min(distance) AS distance FROM hits GROUP BY id) b JOIN knowledge_base kb ON kb.id = b.id
-    WHERE kb.embedding IS NOT NULL AND kb.embedding_model = :model
-      AND (CAST(:source_prefix AS text) IS NULL OR starts_with(kb.source_path, :source_prefix))
+    WHERE {ELIGIBLE_WHERE}
 )
 SELECT best.id, best.similarity, best.boost, c.read
 FROM (SELECT count(*) AS read FROM hits) c LEFT JOIN best ON true
@@ -181,9 +177,7 @@ def walk_candidates(session: Session, query_vector: np.ndarray, *, model: str, l
     best_ceiling = weights.similarity_weight * max(ceilings.values()) + weights.recency_weight * IMPORTANCE_MAX
     params = {"query_vector": np.asarray(query_vector, dtype=np.float32), "model": model, "now": now,
               "window_days": weights.recency_window_days, "source_prefix": source_prefix}
-    scores: dict[int, float] = {}
-    similarity: dict[int, float] = {}
-    boost: dict[int, float] = {}
+    scores: dict[int, float] = {}  # each article read: its best score so far
     read, rounds, previous = 0, 0, None
     threshold, step = best_ceiling - FIRST_STEP, FIRST_STEP
     while True:
@@ -194,13 +188,10 @@ def walk_candidates(session: Session, query_vector: np.ndarray, *, model: str, l
             read += rows[0].read  # one row at least: the count, with or without an article
             if read > budget:
                 return None
-            for row in rows:
-                if row.id is None:
-                    continue
-                if float(row.similarity) > similarity.get(row.id, -math.inf):
-                    similarity[row.id] = float(row.similarity)
-                boost[row.id] = float(row.boost)
-                scores[row.id] = weights.similarity_weight * similarity[row.id] + weights.recency_weight * boost[row.id]
+            for row in rows:  # an article's boost is fixed, so its best score is that of its best cosine
+                if row.id is not None:
+                    score = weights.similarity_weight * row.similarity + weights.recency_weight * row.boost
+                    scores[row.id] = max(scores.get(row.id, -math.inf), score)
         kth = kth_largest(list(scores.values()), limit)
         if kth is not None and kth >= threshold:
             break  # every unread row scores below the threshold, hence below the k-th best read
@@ -210,8 +201,7 @@ def walk_candidates(session: Session, query_vector: np.ndarray, *, model: str, l
         # The next threshold: the k-th best read (one more round then settles it), or a step twice as long.
         step *= 2
         threshold = kth if kth is not None and kth > threshold - step else threshold - step
-    kth = kth_largest(list(scores.values()), limit)
-    floor = -math.inf if kth is None else kth - SCORE_TOLERANCE
+    floor = -math.inf if kth is None else kth - SCORE_TOLERANCE  # the k-th best when the loop stopped
     return WalkResult(candidate_ids=sorted(i for i, s in scores.items() if s >= floor), walked_rows=read,
                       rounds=rounds)
 

@@ -71,10 +71,15 @@ class Count:
     retry_after: int
 
 
-def count_hit(session: Session, bucket: str, seconds: int, amount: int = 1) -> Count:
-    """Add ``amount`` hits to the bucket's current window; returns the new count."""
+def _maybe_sweep(session: Session) -> None:
+    """Now and then, delete every expired counter (no background job needed)."""
     if random.random() < SWEEP_PROBABILITY:
         session.execute(SWEEP_SQL)
+
+
+def count_hit(session: Session, bucket: str, seconds: int, amount: int = 1) -> Count:
+    """Add ``amount`` hits to the bucket's current window; returns the new count."""
+    _maybe_sweep(session)
     row = session.execute(HIT_SQL, {"bucket": bucket, "seconds": seconds, "amount": amount}).one()
     return Count(hits=row.hits, retry_after=max(1, math.ceil(row.seconds_left)))
 
@@ -119,6 +124,5 @@ def refuse_locked_username(session: Session, username: str, lockout: tuple[int, 
 
 def count_failed_login(session: Session, username: str, lockout: tuple[int, int]) -> None:
     """Count one failed login against the username (the caller commits)."""
-    if random.random() < SWEEP_PROBABILITY:
-        session.execute(SWEEP_SQL)
+    _maybe_sweep(session)
     session.execute(FAILURE_SQL, {"bucket": _login_bucket(username), "seconds": lockout[1], "limit": lockout[0]})
