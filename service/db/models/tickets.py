@@ -1,0 +1,128 @@
+"""Ticket aggregate: tickets, their answers, citations and feedback."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from service.db.models.base import Base
+
+
+TICKET_STATUSES = ("received", "answered", "needs_agent", "failed")
+# Why a customer sent a ticket to an agent from the help page (service/tickets/helpdesk.py).
+ESCALATION_REASONS = ("not_solved", "asked_for_person", "handed_off")
+ANSWER_MODES = ("llm", "extractive", "none")
+
+
+class Ticket(Base):
+    """A customer's question; stored before any slow work so it is never lost."""
+
+    __tablename__ = "tickets"
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=False), primary_key=True)
+    subject: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    body: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    customer_email: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    status: Mapped[str] = mapped_column(sa.Text, nullable=False, server_default="received")
+    # The answerability gate's inputs and decision, kept with the ticket for audit.
+    gate: Mapped[dict | None] = mapped_column(JSONB, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(
+        sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    )
+    answered_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
+    # SHA-256 of the secret handed to the submitter (service.tickets.secrets); NULL for older tickets.
+    secret_sha256: Mapped[str | None] = mapped_column(sa.Text, nullable=True, deferred=True)
+    # The customer's verdict on the help page: solved by the answer, or sent to an agent (and why).
+    resolved_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
+    escalated_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
+    escalation_reason: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+
+    __table_args__ = (
+        sa.CheckConstraint(sa.column("status").in_(TICKET_STATUSES), name="tickets_status_valid"),
+        sa.CheckConstraint(sa.or_(sa.column("escalation_reason").is_(None),
+                                  sa.column("escalation_reason").in_(ESCALATION_REASONS)),
+                           name="tickets_escalation_reason_valid"),
+        sa.Index("tickets_status_created", "status", "created_at"),
+        sa.Index("tickets_created", "created_at"),
+    )
+
+
+class TicketAnswer(Base):
+    """The drafted answer: text, how it was made, tokens, timings, and any error."""
+
+    __tablename__ = "ticket_answers"
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=False), primary_key=True)
+    ticket_id: Mapped[int] = mapped_column(
+        sa.BigInteger, sa.ForeignKey("tickets.id", ondelete="CASCADE"), nullable=False, index=False
+    )
+    answer: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    mode: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    reason: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    model: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    prompt_tokens: Mapped[int | None] = mapped_column(sa.Integer, nullable=True)
+    completion_tokens: Mapped[int | None] = mapped_column(sa.Integer, nullable=True)
+    retrieval_ms: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    llm_ms: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    latency_ms: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(
+        sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    )
+
+    __table_args__ = (
+        sa.CheckConstraint(sa.column("mode").in_(ANSWER_MODES), name="ticket_answers_mode_valid"),
+        sa.Index("ticket_answers_ticket", "ticket_id"),
+    )
+
+
+class TicketCitation(Base):
+    """An article retrieved for a ticket, with its score breakdown at answer time."""
+
+    __tablename__ = "ticket_citations"
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=False), primary_key=True)
+    ticket_id: Mapped[int] = mapped_column(
+        sa.BigInteger, sa.ForeignKey("tickets.id", ondelete="CASCADE"), nullable=False
+    )
+    article_id: Mapped[int | None] = mapped_column(
+        sa.BigInteger, sa.ForeignKey("knowledge_base.id", ondelete="SET NULL"), nullable=True
+    )
+    article_title: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    rank: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    cited: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, server_default=sa.false())
+    similarity: Mapped[float | None] = mapped_column(sa.Double, nullable=True)  # NULL: keyword search only
+    recency: Mapped[float] = mapped_column(sa.Double, nullable=False)
+    importance: Mapped[float] = mapped_column(sa.Double, nullable=False)
+    score: Mapped[float] = mapped_column(sa.Double, nullable=False)
+    # The matched section at answer time ("Title › Heading"; NULL for the lead or keyword-only answers).
+    section_label: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    section_similarity: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+
+    __table_args__ = (
+        sa.Index("ticket_citations_ticket", "ticket_id"),
+        sa.Index("ticket_citations_article", "article_id"),
+    )
+
+
+class AnswerFeedback(Base):
+    """Whether the answer helped, from the customer or an agent."""
+
+    __tablename__ = "answer_feedback"
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=False), primary_key=True)
+    ticket_id: Mapped[int] = mapped_column(
+        sa.BigInteger, sa.ForeignKey("tickets.id", ondelete="CASCADE"), nullable=False
+    )
+    helpful: Mapped[bool] = mapped_column(sa.Boolean, nullable=False)
+    comment: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(
+        sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    )
+
+    __table_args__ = (sa.Index("answer_feedback_ticket", "ticket_id"),)
+
+
