@@ -1,10 +1,19 @@
 """Tables, declared once by aggregate; migrations/ creates the same schema (a test compares them).
 
 Import from here (``from service.db.models import Article``); the submodules split the tables by aggregate:
-``base`` (declarative base, column types, app state), ``knowledge``, ``tickets``, ``accounts``.
+``base`` (declarative base, column types, app state), ``knowledge``, ``tickets``, ``accounts``, ``agents`` (thread, states, drafts, outbox).
 """
 
-from service.db.models.accounts import TOKEN_NAME_MAX, USERNAME_MAX, AdminUser, ApiToken, RateLimitCounter
+from service.db.models.accounts import ROLES, TOKEN_NAME_MAX, USERNAME_MAX, AdminUser, ApiToken, RateLimitCounter
+from service.db.models.agents import (
+    CHANNELS,
+    MESSAGE_KINDS,
+    WORK_STATES,
+    MailOutbox,
+    TicketDraft,
+    TicketMessage,
+    TicketTransition,
+)
 from service.db.models.base import AppState, Base, BinaryVector, length_between
 from service.db.models.knowledge import (
     CATEGORY_MAX,
@@ -29,7 +38,8 @@ from service.db.models.tickets import (
 )
 
 __all__ = [
-    "ANSWER_MODES", "CATEGORY_MAX", "CONTENT_MAX", "ESCALATION_REASONS", "IMPORTANCE_MAX", "IMPORTANCE_MIN",
+    "ANSWER_MODES", "CHANNELS", "MESSAGE_KINDS", "ROLES", "WORK_STATES",
+    "MailOutbox", "TicketDraft", "TicketMessage", "TicketTransition", "CATEGORY_MAX", "CONTENT_MAX", "ESCALATION_REASONS", "IMPORTANCE_MAX", "IMPORTANCE_MIN",
     "SECTION_KINDS", "TICKET_STATUSES", "TITLE_MAX", "TOKEN_NAME_MAX", "USERNAME_MAX",
     "AdminUser", "AnswerFeedback", "ApiToken", "AppState", "Article", "ArticleSection", "Base", "BinaryVector",
     "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation", "VectorCluster",

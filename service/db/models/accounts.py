@@ -11,6 +11,7 @@ from service.db.models.base import Base, length_between
 
 
 USERNAME_MAX = 64
+ROLES = ("admin", "agent")  # admin: everything; agent: tickets and reading the knowledge base
 TOKEN_NAME_MAX = 100
 
 
@@ -26,9 +27,11 @@ class AdminUser(Base):
         sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     )
     last_login_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
+    role: Mapped[str] = mapped_column(sa.Text, nullable=False, server_default="admin")
 
     __table_args__ = (
         sa.CheckConstraint(length_between("username", 1, USERNAME_MAX), name="admin_users_username_length"),
+        sa.CheckConstraint(sa.column("role").in_(ROLES), name="admin_users_role_valid"),
         sa.Index("admin_users_username", "username", unique=True),
     )
 
@@ -45,9 +48,11 @@ class ApiToken(Base):
         sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     )
     revoked_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
+    role: Mapped[str] = mapped_column(sa.Text, nullable=False, server_default="admin")
 
     __table_args__ = (
         sa.CheckConstraint(length_between("name", 1, TOKEN_NAME_MAX), name="api_tokens_name_length"),
+        sa.CheckConstraint(sa.column("role").in_(ROLES), name="api_tokens_role_valid"),
         sa.Index("api_tokens_token_sha256", "token_sha256", unique=True),
     )
 

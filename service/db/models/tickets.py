@@ -39,6 +39,16 @@ class Ticket(Base):
     resolved_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
     escalated_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
     escalation_reason: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    # The work state for agents (service.tickets.states): NULL while no person is needed.
+    state: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    assignee_id: Mapped[int | None] = mapped_column(
+        sa.BigInteger, sa.ForeignKey("admin_users.id", ondelete="SET NULL"), nullable=True)
+    opened_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
+    due_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
+    first_response_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
+    solved_by: Mapped[str | None] = mapped_column(sa.Text, nullable=True)  # "customer" | "agent"
+    # The token in the plus-address replies go to (MAIL_REPLY_TO); random, so it cannot be guessed.
+    reply_token: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
 
     __table_args__ = (
         sa.CheckConstraint(sa.column("status").in_(TICKET_STATUSES), name="tickets_status_valid"),
@@ -47,6 +57,10 @@ class Ticket(Base):
                            name="tickets_escalation_reason_valid"),
         sa.Index("tickets_status_created", "status", "created_at"),
         sa.Index("tickets_created", "created_at"),
+        sa.CheckConstraint(sa.or_(sa.column("state").is_(None), sa.column("state").in_(("open", "pending", "solved"))),
+                           name="tickets_state_valid"),
+        sa.Index("tickets_queue", "state", "due_at"),
+        sa.Index("tickets_reply_token", "reply_token", unique=True),
     )
 
 
