@@ -119,6 +119,17 @@ class Settings:
     query_cache_size: int = 1024
     search_index_min_rows: int = 10_000
     search_walk_budget: int = 20_000
+    # The agent's side (README "For agents"): first-response target, outbound SMTP, inbound webhook.
+    first_response_hours: float = 8.0
+    public_url: str | None = None  # where customers reach the help center (links in e-mails)
+    smtp_host: str | None = None
+    smtp_port: int = 25
+    smtp_username: str | None = None
+    smtp_password: str | None = field(default=None, repr=False)
+    smtp_starttls: bool = False
+    mail_from: str = "support@localhost"
+    mail_reply_to: str | None = None  # e.g. support+{token}@example.com
+    inbound_email_secret: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -183,6 +194,16 @@ class Settings:
             query_cache_size=_int(env, "QUERY_CACHE_SIZE", 1024),
             search_index_min_rows=_int(env, "SEARCH_INDEX_MIN_ROWS", 10_000),
             search_walk_budget=_int(env, "SEARCH_WALK_BUDGET", 20_000),
+            first_response_hours=_float(env, "FIRST_RESPONSE_HOURS", 8.0),
+            public_url=(env.get("SUPPORTRAG_PUBLIC_URL") or "").rstrip("/") or None,
+            smtp_host=env.get("SMTP_HOST") or None,
+            smtp_port=_int(env, "SMTP_PORT", 25),
+            smtp_username=env.get("SMTP_USERNAME") or None,
+            smtp_password=env.get("SMTP_PASSWORD") or None,
+            smtp_starttls=(env.get("SMTP_STARTTLS", "0") not in ("0", "false", "no", "")),
+            mail_from=env.get("MAIL_FROM") or "support@localhost",
+            mail_reply_to=env.get("MAIL_REPLY_TO") or None,
+            inbound_email_secret=env.get("INBOUND_EMAIL_SECRET") or None,
         )
         settings.validate()
         return settings
@@ -227,6 +248,12 @@ class Settings:
             raise ConfigError("DATABASE_POOL_SIZE must be at least 1")
         if self.query_cache_size < 0 or self.search_index_min_rows < 0 or self.search_walk_budget < 0:
             raise ConfigError("QUERY_CACHE_SIZE, SEARCH_INDEX_MIN_ROWS and SEARCH_WALK_BUDGET must not be negative")
+        if not self.first_response_hours > 0:
+            raise ConfigError("FIRST_RESPONSE_HOURS must be positive")
+        if self.mail_reply_to is not None and self.mail_reply_to.count("{token}") != 1:
+            raise ConfigError("MAIL_REPLY_TO must contain {token} once, e.g. support+{token}@example.com")
+        if any(c in (self.mail_from + (self.mail_reply_to or "")) for c in "\r\n"):
+            raise ConfigError("MAIL_FROM and MAIL_REPLY_TO must be one line")
         if not 0 <= self.port <= 65535:
             raise ConfigError("PORT must be between 0 and 65535")
 

@@ -89,7 +89,7 @@ def _tables() -> None:
         sa.Column("to_address", sa.Text, nullable=False), sa.Column("subject", sa.Text, nullable=False),
         sa.Column("body", sa.Text, nullable=False), sa.Column("message_id", sa.Text, nullable=False),
         sa.Column("in_reply_to", sa.Text, nullable=True), sa.Column("references", sa.Text, nullable=True),
-        sa.Column("reply_to", sa.Text, nullable=True),
+        sa.Column("reply_to", sa.Text, nullable=True), sa.Column("auto_submitted", sa.Text, nullable=True),
         sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
         sa.Column("next_attempt_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
         sa.Column("sent_at", sa.DateTime(timezone=True), nullable=True),

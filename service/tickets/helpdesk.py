@@ -16,7 +16,9 @@ from service.knowledge.articles import BIGINT_MAX
 from service.tickets.answering import HANDOFF_MESSAGE
 from service.tickets.queries import TicketNotFound, TicketView, get_ticket
 from service.tickets.secrets import secret_matches
-from service.tickets.validation import SUBJECT_MAX, is_email
+from service.tickets.states import CUSTOMER, apply_event
+from service.tickets.thread import add_message
+from service.tickets.validation import BODY_MAX, SUBJECT_MAX, is_email
 from service.validation import ValidationError
 
 SUBJECT_CHARS = 120
@@ -99,6 +101,7 @@ def mark_solved(session: Session, ticket_id: int, key: str | None) -> CustomerTi
     ticket = _owned_ticket(session, ticket_id, key)
     if ticket.resolved_at is None and ticket.escalated_at is None:
         ticket.resolved_at = sa.func.now()
+        apply_event(session, ticket, "customer_solved", CUSTOMER)
         session.add(AnswerFeedback(ticket_id=ticket.id, helpful=True, comment="solved (help page)"))
         session.flush()
         session.refresh(ticket)
@@ -106,7 +109,7 @@ def mark_solved(session: Session, ticket_id: int, key: str | None) -> CustomerTi
 
 
 def escalate(session: Session, ticket_id: int, key: str | None, *, email: str,
-             asked_for_person: bool = False) -> CustomerTicket:
+             asked_for_person: bool = False, first_response_hours: float = 8.0) -> CustomerTicket:
     """Send the ticket to an agent, who replies to ``email``; a second request only updates the email."""
     if not is_email(email):
         raise ValidationError("invalid escalation", {"email": "must be an email address"})
@@ -120,8 +123,23 @@ def escalate(session: Session, ticket_id: int, key: str | None, *, email: str,
             session.add(AnswerFeedback(ticket_id=ticket.id, helpful=False, comment=f"escalated: {reason}"))
         ticket.escalated_at, ticket.escalation_reason = sa.func.now(), reason
         ticket.status, ticket.resolved_at = "needs_agent", None
+        if ticket.state != "open":
+            apply_event(session, ticket, "escalated", CUSTOMER, first_response_hours=first_response_hours)
     session.flush()
     session.refresh(ticket)
+    return _customer_view(session, ticket)
+
+
+def follow_up(session: Session, ticket_id: int, key: str | None, body: str, *,
+              first_response_hours: float = 8.0) -> CustomerTicket:
+    """The customer writes again on their ticket page: added to the thread, and the ticket (re)opens."""
+    body = body.strip() if isinstance(body, str) else ""
+    if not body or len(body) > BODY_MAX or "\x00" in body:
+        raise ValidationError("invalid follow-up", {"body": f"must be 1 to {BODY_MAX} characters"})
+    ticket = _owned_ticket(session, ticket_id, key)
+    add_message(session, ticket.id, "customer", body, channel="web")
+    apply_event(session, ticket, "customer_follow_up", CUSTOMER, first_response_hours=first_response_hours)
+    session.flush()
     return _customer_view(session, ticket)
 
 

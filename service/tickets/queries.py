@@ -37,6 +37,7 @@ class TicketView:
     body: str
     email: str | None
     status: str
+    state: str | None  # the work state for agents: open, pending, solved, or None (no person needed)
     created_at: datetime
     answered_at: datetime | None
     answer: str | None
@@ -63,7 +64,7 @@ def _citation_dict(c: TicketCitation) -> dict[str, Any]:
             "section": c.section_label, "section_similarity": c.section_similarity}
 
 
-def _views(session: Session, tickets: list[Ticket]) -> list[TicketView]:
+def ticket_views(session: Session, tickets: list[Ticket]) -> list[TicketView]:
     """Build views for many tickets with one query per table (no N+1)."""
     ids = [t.id for t in tickets]
     answers: dict[int, TicketAnswer] = {}
@@ -82,7 +83,7 @@ def _views(session: Session, tickets: list[Ticket]) -> list[TicketView]:
     for t in tickets:
         a = answers.get(t.id)
         views.append(TicketView(
-            id=t.id, subject=t.subject, body=t.body, email=t.customer_email, status=t.status,
+            id=t.id, subject=t.subject, body=t.body, email=t.customer_email, status=t.status, state=t.state,
             created_at=t.created_at, answered_at=t.answered_at,
             answer=a.answer if a else None, mode=a.mode if a else None, reason=a.reason if a else None,
             model=a.model if a else None, error=a.error if a else None,
@@ -99,7 +100,7 @@ def get_ticket(session: Session, ticket_id: int) -> TicketView:
     ticket = session.get(Ticket, ticket_id) if 1 <= ticket_id <= BIGINT_MAX else None
     if ticket is None:
         raise TicketNotFound(ticket_id)
-    return _views(session, [ticket])[0]
+    return ticket_views(session, [ticket])[0]
 
 
 def list_tickets(session: Session, *, status: str | None = None, article_id: int | None = None,
@@ -115,7 +116,7 @@ def list_tickets(session: Session, *, status: str | None = None, article_id: int
     total = session.execute(sa.select(sa.func.count()).select_from(Ticket).where(*where)).scalar_one()
     tickets = list(session.scalars(sa.select(Ticket).where(*where).order_by(Ticket.id.desc())
                                    .offset((page - 1) * per_page).limit(per_page)))
-    return _views(session, tickets), total
+    return ticket_views(session, tickets), total
 
 
 def add_feedback(session: Session, ticket_id: int, fields: dict[str, Any], *, secret: str | None = None,

@@ -31,6 +31,8 @@ from service.tickets.answering import (
     strip_invalid_citations,
     ticket_query,
 )
+from service.tickets.states import SYSTEM, apply_event
+from service.tickets.thread import add_message
 from service.tickets.validation import clean_ticket_fields
 
 log = logging.getLogger(__name__)
@@ -65,7 +67,8 @@ def _extractive(results: list[SearchResult], contents: dict[int, str], query: st
                  status="answered", reason=reason, cited=[1], error=error)
 
 
-def _context(results: list[SearchResult], contents: dict[int, str], budget_chars: int) -> list[ContextArticle]:
+def context_articles(results: list[SearchResult], contents: dict[int, str],
+                     budget_chars: int) -> list[ContextArticle]:
     """The matched section of each retrieved article, in rank order, within the context budget."""
     texts = fit_to_budget([contents[r.id] for r in results], budget_chars)
     return [ContextArticle(i, r.title, r.category, text, SECTION_SEPARATOR.join(r.section_path) or None)
@@ -75,7 +78,7 @@ def _context(results: list[SearchResult], contents: dict[int, str], budget_chars
 def _llm_draft(chat: ChatModel, results: list[SearchResult], contents: dict[int, str],
                subject: str, body: str, budget_chars: int) -> Draft:
     """Ask the model; a refusal hands off, a failure or an uncited answer falls back to extractive."""
-    context = _context(results, contents, budget_chars)
+    context = context_articles(results, contents, budget_chars)
     results = results[:len(context)]
     query = ticket_query(subject, body)
     try:
@@ -104,7 +107,7 @@ def _llm_draft(chat: ChatModel, results: list[SearchResult], contents: dict[int,
                  reason=reason, cited=valid, **usage)
 
 
-def _matched_texts(session, results: list[SearchResult]) -> dict[int, str]:
+def matched_texts(session, results: list[SearchResult]) -> dict[int, str]:
     """Each result's matched section; the whole article only for one without sections (not yet re-embedded)."""
     texts = {r.id: r.section_text for r in results if r.section_text}
     missing = [r.id for r in results if r.id not in texts]
@@ -114,9 +117,13 @@ def _matched_texts(session, results: list[SearchResult]) -> dict[int, str]:
 
 
 def _store(session, ticket_id: int, draft: Draft, results: list[SearchResult], gate: dict[str, Any],
-           retrieval_ms: float | None, started: float) -> None:
+           retrieval_ms: float | None, started: float, first_response_hours: float) -> None:
     ticket = session.get(Ticket, ticket_id)
     ticket.status, ticket.gate, ticket.answered_at = draft.status, gate, sa.func.now()
+    if draft.status == "answered":
+        add_message(session, ticket_id, "ai_answer", draft.answer, channel="web")
+    elif ticket.customer_email:  # a hand-off with an address to reply to: a person takes it
+        apply_event(session, ticket, "escalated", SYSTEM, first_response_hours=first_response_hours)
     session.add(TicketAnswer(
         ticket_id=ticket_id, answer=draft.answer, mode=draft.mode, reason=draft.reason, model=draft.model,
         prompt_tokens=draft.prompt_tokens, completion_tokens=draft.completion_tokens,
@@ -133,10 +140,12 @@ def _store(session, ticket_id: int, draft: Draft, results: list[SearchResult], g
 
 
 def answer_ticket(runtime: Runtime, chat: ChatModel | None, fields: dict[str, Any], *,
-                  secret_sha256: str | None = None) -> int:
+                  secret_sha256: str | None = None, channel: str = "api",
+                  email_message_id: str | None = None) -> int:
     """Store, answer and record a ticket; returns its id. Only invalid input raises.
 
-    ``secret_sha256`` is the digest of the secret the caller hands to the submitter (see tickets.secrets).
+    ``secret_sha256`` is the digest of the secret the caller hands to the submitter (see tickets.secrets);
+    ``channel`` and ``email_message_id`` describe how the question came in (the thread's first message).
     """
     cleaned = clean_ticket_fields(fields)
     started = time.perf_counter()
@@ -145,12 +154,18 @@ def answer_ticket(runtime: Runtime, chat: ChatModel | None, fields: dict[str, An
         session.add(ticket)
         session.flush()
         ticket_id = ticket.id
+        add_message(session, ticket_id, "customer", cleaned["body"], channel=channel,
+                    email_message_id=email_message_id)
     try:
         _answer_stored_ticket(runtime, chat, ticket_id, cleaned["subject"], cleaned["body"], started)
     except Exception as exc:  # never lose the ticket: record the failure on it
         log.exception("answering ticket %s failed", ticket_id)
         with runtime.session() as session:
-            session.get(Ticket, ticket_id).status = "failed"
+            failed = session.get(Ticket, ticket_id)
+            failed.status = "failed"
+            if failed.customer_email:
+                apply_event(session, failed, "escalated", SYSTEM,
+                            first_response_hours=runtime.settings.first_response_hours)
             session.add(TicketAnswer(ticket_id=ticket_id, answer=HANDOFF_MESSAGE, mode="none",
                                      reason="internal error while answering", error=f"{type(exc).__name__}: {exc}"))
     return ticket_id
@@ -170,7 +185,7 @@ def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: i
         else:
             gate = decide_answerability([r.similarity for r in results if r.similarity is not None],
                                         runtime.settings.answer_min_similarity)
-        contents = _matched_texts(session, results)
+        contents = matched_texts(session, results)
     gate_record = gate.to_dict() | ({"degraded": outcome.degraded} if outcome.degraded else {})
     if not gate.answerable:
         draft = _handoff(gate.reason)
@@ -181,4 +196,5 @@ def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: i
     else:
         draft = _llm_draft(chat, results, contents, subject, body, runtime.settings.llm_context_chars)
     with runtime.session() as session:
-        _store(session, ticket_id, draft, results, gate_record, retrieval_ms, started)
+        _store(session, ticket_id, draft, results, gate_record, retrieval_ms, started,
+               runtime.settings.first_response_hours)

@@ -102,6 +102,7 @@ class MailOutbox(Base):
     in_reply_to: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     references: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     reply_to: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    auto_submitted: Mapped[str | None] = mapped_column(sa.Text, nullable=True)  # RFC 3834, for acknowledgements
     attempts: Mapped[int] = mapped_column(sa.Integer, nullable=False, server_default="0")
     next_attempt_at: Mapped[datetime] = _now()
     sent_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)

@@ -1,0 +1,54 @@
+"""The mail worker: a loop over ``deliver_due_mail``, as a thread inside ``serve`` or alone (``mail worker``)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from service.mail.outbox import Delivery, SmtpTransport, Transport, deliver_due_mail
+from service.runtime import Runtime
+
+log = logging.getLogger(__name__)
+POLL_SECONDS = 2.0
+
+
+class MailWorker:
+    """Sends due e-mails every ``interval`` seconds until stopped; a database outage only delays it."""
+
+    def __init__(self, runtime: Runtime, transport: Transport | None = None, interval: float = POLL_SECONDS) -> None:
+        self.runtime, self.interval = runtime, interval
+        self.transport = transport or SmtpTransport(runtime.settings)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> Delivery:
+        """One pass over the due e-mails."""
+        return deliver_due_mail(self.runtime.session, self.runtime.settings, self.transport)
+
+    def run_forever(self) -> None:
+        """Pass after pass until ``stop``."""
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except SQLAlchemyError as exc:
+                log.warning("mail worker: database unavailable (%s); retrying", type(exc).__name__)
+            self._stop.wait(self.interval)
+
+    def start(self) -> "MailWorker":
+        """Run in a daemon thread (inside serve: every gunicorn worker runs one; the advisory lock lets one send)."""
+        self._thread = threading.Thread(target=self.run_forever, name="mail-worker", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Ask the loop to end and wait for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.interval + 30)
+
+
+def start_mail_worker(runtime: Runtime) -> MailWorker | None:
+    """The in-process worker when SMTP is configured, else None."""
+    return MailWorker(runtime).start() if runtime.settings.smtp_host else None

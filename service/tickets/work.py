@@ -1,0 +1,181 @@
+"""Agents working tickets: the queues, assignment, replies and notes, and the e-mails they send.
+
+Use cases: they take a session and never commit. A reply and its e-mail (the outbox row) are added in the
+caller's transaction, so they commit together or not at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from service.config import Settings
+from service.db.models import WORK_STATES, AdminUser, MailOutbox, Ticket
+from service.knowledge.articles import BIGINT_MAX
+from service.mail.compose import new_message_id
+from service.mail.outbox import enqueue_mail
+from service.tickets.drafts import edit_ratio, latest_draft
+from service.tickets.queries import TicketNotFound, TicketView, ticket_views
+from service.tickets.states import Actor, apply_event
+from service.tickets.thread import MessageView, add_message, message_view
+from service.tickets.validation import BODY_MAX
+from service.validation import ValidationError
+
+QUEUES = ("mine", "unassigned", "overdue", "open", "pending")
+REPLY_FIELDS = ("body", "internal", "status")
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """A ticket in a queue: the ticket, who has it, and when a first response is due."""
+
+    ticket: TicketView
+    assignee: str | None
+    opened_at: datetime | None
+    due_at: datetime | None
+    overdue: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (for agents)."""
+        return {**self.ticket.to_dict(), "assignee": self.assignee,
+                "opened_at": self.opened_at.isoformat() if self.opened_at else None,
+                "due_at": self.due_at.isoformat() if self.due_at else None, "overdue": self.overdue}
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What sending a reply did: the stored message, and whether an e-mail is queued for it."""
+
+    message: MessageView
+    email: str  # "queued" | "none" (no SMTP or no customer address)
+    state: str | None
+
+
+def work_ticket(session: Session, ticket_id: int) -> Ticket:
+    """The ticket row, or TicketNotFound."""
+    ticket = session.get(Ticket, ticket_id) if 1 <= ticket_id <= BIGINT_MAX else None
+    if ticket is None:
+        raise TicketNotFound(ticket_id)
+    return ticket
+
+
+def _queue_filter(queue: str, user_id: int | None) -> list:
+    if queue not in QUEUES:
+        raise ValidationError("invalid queue", {"queue": f"must be one of {', '.join(QUEUES)}"})
+    is_open = Ticket.state == "open"
+    return {
+        "mine": [is_open, Ticket.assignee_id == user_id] if user_id is not None else [sa.false()],
+        "unassigned": [is_open, Ticket.assignee_id.is_(None)],
+        "overdue": [is_open, Ticket.due_at < sa.func.now()],
+        "open": [is_open],
+        "pending": [Ticket.state == "pending"],
+    }[queue]
+
+
+def list_queue(session: Session, queue: str, *, user_id: int | None, page: int = 1,
+               per_page: int = 20) -> tuple[list[WorkItem], int]:
+    """A queue sorted by due time (the most urgent first); ``user_id`` is "me" (None for a token)."""
+    where = _queue_filter(queue, user_id)
+    total = session.execute(sa.select(sa.func.count()).select_from(Ticket).where(*where)).scalar_one()
+    rows = session.execute(
+        sa.select(Ticket, AdminUser.username, (Ticket.due_at < sa.func.now()).label("overdue"))
+        .outerjoin(AdminUser, AdminUser.id == Ticket.assignee_id).where(*where)
+        .order_by(Ticket.due_at.asc().nulls_last(), Ticket.id).offset((page - 1) * per_page).limit(per_page)).all()
+    views = ticket_views(session, [row[0] for row in rows])
+    return [WorkItem(view, name, t.opened_at, t.due_at, bool(overdue) and t.state == "open")
+            for view, (t, name, overdue) in zip(views, rows)], total
+
+
+def work_item(session: Session, ticket_id: int) -> WorkItem:
+    """One ticket with its work fields."""
+    ticket = work_ticket(session, ticket_id)
+    name = session.scalar(sa.select(AdminUser.username).where(AdminUser.id == ticket.assignee_id)) \
+        if ticket.assignee_id else None
+    overdue = ticket.state == "open" and session.scalar(sa.select(sa.literal(ticket.due_at) < sa.func.now())) \
+        if ticket.due_at else False
+    return WorkItem(ticket_views(session, [ticket])[0], name, ticket.opened_at, ticket.due_at, bool(overdue))
+
+
+def assign_ticket(session: Session, ticket_id: int, assignee_id: int | None) -> WorkItem:
+    """Give the ticket to an agent (None: unassign)."""
+    ticket = work_ticket(session, ticket_id)
+    if assignee_id is not None and session.get(AdminUser, assignee_id) is None:
+        raise ValidationError("invalid assignee", {"assignee_id": "no such account"})
+    ticket.assignee_id = assignee_id
+    session.flush()
+    return work_item(session, ticket_id)
+
+
+def clean_reply(fields: dict[str, Any]) -> tuple[str, bool, str | None]:
+    """``body`` (1–20,000), ``internal`` (bool, default false), ``status`` (open|pending|solved, optional)."""
+    errors = {name: "unknown field" for name in fields if name not in REPLY_FIELDS}
+    body, internal, status = fields.get("body"), fields.get("internal", False), fields.get("status")
+    if not isinstance(body, str) or not body.strip() or len(body.strip()) > BODY_MAX or "\x00" in body:
+        errors["body"] = f"is required: 1 to {BODY_MAX} characters, without NUL"
+    if not isinstance(internal, bool):
+        errors["internal"] = "must be true or false"
+    if status is not None and status not in WORK_STATES:
+        errors["status"] = f"must be one of {', '.join(WORK_STATES)}"
+    if errors:
+        raise ValidationError("invalid reply", errors)
+    return body.strip(), internal, status
+
+
+def reply_subject(ticket: Ticket, reference: str) -> str:
+    """``Re: <subject> [T-12]``: the reference helps a person, the headers thread it."""
+    return f"Re: {ticket.subject} [{reference}]"
+
+
+def send_reply(session: Session, settings: Settings, ticket_id: int, fields: dict[str, Any], *, agent: Actor,
+               channel: str = "web") -> Reply:
+    """Store a reply (queued for e-mail with it) or an internal note, then move the ticket's state.
+
+    A public reply defaults to ``pending`` (waiting on the customer); a note leaves the state unless asked.
+    """
+    body, internal, status = clean_reply(fields)
+    ticket = work_ticket(session, ticket_id)
+    if internal:
+        message = add_message(session, ticket.id, "internal_note", body, channel=channel,
+                              author_user_id=agent.user_id)
+        if status is not None and status != ticket.state:
+            apply_event(session, ticket, "agent_set_state", agent, requested=status,
+                        first_response_hours=settings.first_response_hours)
+        return Reply(message_view(session, message.id), "none", ticket.state)
+    draft = latest_draft(session, ticket.id)
+    message_id = new_message_id(settings)
+    message = add_message(session, ticket.id, "agent_reply", body, channel=channel, author_user_id=agent.user_id,
+                          email_message_id=message_id, draft_body=draft.body if draft else None,
+                          draft_article_ids=list(draft.article_ids) if draft else None,
+                          edit_ratio=edit_ratio(draft.body, body) if draft and draft.body else None)
+    if ticket.first_response_at is None:
+        ticket.first_response_at = message.created_at
+    outbox = enqueue_mail(session, settings, ticket, subject=reply_subject(ticket, f"T-{ticket.id}"),
+                          body=body, message_id=message_id)
+    apply_event(session, ticket, "agent_reply", agent, requested=status or "pending",
+                first_response_hours=settings.first_response_hours)
+    session.flush()
+    return Reply(message_view(session, message.id), "queued" if outbox else "none", ticket.state)
+
+
+def acknowledge(session: Session, settings: Settings, ticket_id: int, *, link: str, answer: str | None) -> bool:
+    """Queue the "we have your ticket" e-mail with the secret link (and the AI's answer when there is one)."""
+    ticket = work_ticket(session, ticket_id)
+    parts = [f"We received your question ({ticket.subject!s}). Your ticket reference is T-{ticket.id}.",
+             answer or "A support agent will reply to this address.",
+             f"Your ticket, and any reply, is always at:\n{link}",
+             "You can also reply to this e-mail."]
+    row = enqueue_mail(session, settings, ticket, subject=f"[T-{ticket.id}] {ticket.subject}",
+                       body="\n\n".join(parts), auto_submitted="auto-replied")
+    return row is not None
+
+
+def mail_status(session: Session, message_id: str | None) -> str:
+    """``sent``, ``queued`` (not yet delivered), or ``none`` for a message with no e-mail."""
+    if message_id is None:
+        return "none"
+    sent_at = session.execute(sa.select(MailOutbox.sent_at).where(MailOutbox.message_id == message_id)).first()
+    return "none" if sent_at is None else "sent" if sent_at[0] else "queued"
