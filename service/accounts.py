@@ -15,7 +15,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from service.db.models import TOKEN_NAME_MAX, AdminUser, ApiToken, AppState
+from service.db.models import ROLES, TOKEN_NAME_MAX, AdminUser, ApiToken, AppState
 from service.validation import ValidationError
 
 PASSWORD_MIN = 10
@@ -36,6 +36,7 @@ class Admin:
     id: int
     username: str
     password_fingerprint: str  # changes when the password does; ends older sessions
+    role: str = "admin"  # admin | agent
 
 
 @dataclass(frozen=True)
@@ -46,10 +47,11 @@ class TokenInfo:
     name: str
     created_at: datetime
     revoked_at: datetime | None
+    role: str = "admin"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"id": self.id, "name": self.name, "created_at": self.created_at.isoformat(),
+        return {"id": self.id, "name": self.name, "role": self.role, "created_at": self.created_at.isoformat(),
                 "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None}
 
 
@@ -93,15 +95,22 @@ def check_password_rules(password: Any) -> str:
 
 def _admin(user: AdminUser) -> Admin:
     fingerprint = hashlib.sha256(user.password_hash.encode()).hexdigest()[:16]
-    return Admin(id=user.id, username=user.username, password_fingerprint=fingerprint)
+    return Admin(id=user.id, username=user.username, password_fingerprint=fingerprint, role=user.role)
 
 
-def create_admin(session: Session, username: str, password: str) -> Admin:
-    """Add an admin account; a taken username is a ValidationError."""
-    username, password = clean_username(username), check_password_rules(password)
+def check_role(role: Any) -> str:
+    """``admin`` (everything) or ``agent`` (tickets, and reading the knowledge base)."""
+    if role not in ROLES:
+        raise ValidationError("invalid role", {"role": f"must be one of {', '.join(ROLES)}"})
+    return role
+
+
+def create_admin(session: Session, username: str, password: str, *, role: str = "admin") -> Admin:
+    """Add an account (an admin unless ``role="agent"``); a taken username is a ValidationError."""
+    username, password, role = clean_username(username), check_password_rules(password), check_role(role)
     if session.scalar(sa.select(AdminUser.id).where(AdminUser.username == username)) is not None:
         raise ValidationError("invalid username", {"username": f"{username!r} already exists"})
-    user = AdminUser(username=username, password_hash=hash_password(password))
+    user = AdminUser(username=username, password_hash=hash_password(password), role=role)
     session.add(user)
     session.flush()
     return _admin(user)
@@ -133,6 +142,15 @@ def get_admin(session: Session, admin_id: int) -> Admin | None:
     return _admin(user) if user is not None else None
 
 
+def user_id_for(session: Session, username: Any) -> int:
+    """The account id for a username, or a ValidationError naming ``assignee``."""
+    name = username.strip().lower() if isinstance(username, str) else None
+    user_id = session.scalar(sa.select(AdminUser.id).where(AdminUser.username == name)) if name else None
+    if user_id is None:
+        raise ValidationError("invalid assignee", {"assignee": "no account with that username"})
+    return user_id
+
+
 def authenticate(session: Session, username: str, password: str) -> Admin | None:
     """The admin if the password matches, else None; records the login time."""
     try:
@@ -151,16 +169,18 @@ def authenticate(session: Session, username: str, password: str) -> Admin | None
 
 
 def _token_info(token: ApiToken) -> TokenInfo:
-    return TokenInfo(id=token.id, name=token.name, created_at=token.created_at, revoked_at=token.revoked_at)
+    return TokenInfo(id=token.id, name=token.name, created_at=token.created_at, revoked_at=token.revoked_at,
+                     role=token.role)
 
 
-def create_token(session: Session, name: str) -> tuple[TokenInfo, str]:
+def create_token(session: Session, name: str, *, role: str = "admin") -> tuple[TokenInfo, str]:
     """Store a new token's hash; returns its metadata and the secret, which is not kept anywhere."""
+    role = check_role(role)
     name = name.strip() if isinstance(name, str) else ""
     if not 1 <= len(name) <= TOKEN_NAME_MAX:
         raise ValidationError("invalid token name", {"name": f"must be 1 to {TOKEN_NAME_MAX} characters"})
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken(name=name, token_sha256=hash_token(secret))
+    token = ApiToken(name=name, token_sha256=hash_token(secret), role=role)
     session.add(token)
     session.flush()
     session.refresh(token, ["created_at"])

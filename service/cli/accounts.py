@@ -16,6 +16,7 @@ from service.accounts import (
     set_admin_password,
 )
 from service.cli.context import connect
+from service.db.models import ROLES
 
 
 @click.group()
@@ -27,13 +28,15 @@ def admin() -> None:
 @click.option("--username", required=True)
 @click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True,
               help="Prompted for (hidden) when omitted; at least 10 characters.")
-def admin_create(username: str, password: str) -> None:
-    """Create an admin account (there is no default account and no default password)."""
+@click.option("--role", type=click.Choice(ROLES), default="admin", show_default=True,
+              help="agent: works tickets and reads the knowledge base; admin: everything.")
+def admin_create(username: str, password: str, role: str) -> None:
+    """Create an account (there is no default account and no default password)."""
 
     runtime = connect(seed=False)
     with runtime.session() as session:
-        created = create_admin(session, username, password)
-    click.echo(f"created admin {created.username!r}; log in at /admin/login")
+        created = create_admin(session, username, password, role=role)
+    click.echo(f"created {created.role} {created.username!r}; log in at /admin/login")
 
 
 @admin.command("set-password")
@@ -58,7 +61,7 @@ def admin_list() -> None:
     if not admins:
         click.echo("no admin accounts; create one with 'supportrag admin create --username NAME'")
     for account in admins:
-        click.echo(f"{account.id:4d}  {account.username}")
+        click.echo(f"{account.id:4d}  {account.username}  {account.role}")
 
 
 @click.group()
@@ -68,13 +71,15 @@ def token() -> None:
 
 @token.command("create")
 @click.option("--name", required=True, help="What the token is for, e.g. 'nightly import'.")
-def token_create(name: str) -> None:
+@click.option("--role", type=click.Choice(ROLES), default="admin", show_default=True,
+              help="agent: tickets and reading the knowledge base; admin: everything.")
+def token_create(name: str, role: str) -> None:
     """Create a token and print it once (only its SHA-256 is stored)."""
 
     runtime = connect(seed=False)
     with runtime.session() as session:
-        info, secret = create_token(session, name)
-    click.echo(f"token {info.id} ({info.name}) created; it is shown only now:", err=True)
+        info, secret = create_token(session, name, role=role)
+    click.echo(f"{info.role} token {info.id} ({info.name}) created; it is shown only now:", err=True)
     click.echo(secret)
 
 
@@ -93,7 +98,7 @@ def token_list(as_json: bool) -> None:
         click.echo("no tokens")
     for t in tokens:
         state = f"revoked {t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "active"
-        click.echo(f"{t.id:4d}  {t.name}  created {t.created_at:%Y-%m-%d %H:%M}  {state}")
+        click.echo(f"{t.id:4d}  {t.name}  {t.role}  created {t.created_at:%Y-%m-%d %H:%M}  {state}")
 
 
 @token.command("revoke")

@@ -173,9 +173,8 @@ def acknowledge(session: Session, settings: Settings, ticket_id: int, *, link: s
     return row is not None
 
 
-def mail_status(session: Session, message_id: str | None) -> str:
-    """``sent``, ``queued`` (not yet delivered), or ``none`` for a message with no e-mail."""
-    if message_id is None:
-        return "none"
-    sent_at = session.execute(sa.select(MailOutbox.sent_at).where(MailOutbox.message_id == message_id)).first()
-    return "none" if sent_at is None else "sent" if sent_at[0] else "queued"
+def mail_statuses(session: Session, ticket_id: int) -> dict[str, str]:
+    """Message-ID → ``sent`` or ``queued`` (not yet delivered) for the ticket's outgoing e-mails."""
+    rows = session.execute(sa.select(MailOutbox.message_id, MailOutbox.sent_at)
+                           .where(MailOutbox.ticket_id == ticket_id)).all()
+    return {mid: "sent" if sent_at else "queued" for mid, sent_at in rows}

@@ -30,6 +30,8 @@ PUBLIC_ENDPOINTS = frozenset({
     "help_root.root", "help.index", "help.articles", "help.article", "help.ticket",
     # The API's own description.
     "openapi.spec", "openapi.docs",
+    # Inbound e-mail from the mail server: authenticated by its HMAC signature, not by an account.
+    "inbound.email",
 })
 # Public unless the named setting is turned off (SUPPORTRAG_PUBLIC_SEARCH / SUPPORTRAG_PUBLIC_TICKETS).
 TOGGLED_ENDPOINTS = {
@@ -37,16 +39,37 @@ TOGGLED_ENDPOINTS = {
     "tickets_api.tickets_create": "public_tickets",
     "tickets_api.tickets_feedback": "public_tickets",  # the customer who asked rates the answer
     "help.ask": "public_tickets", "help.solved": "public_tickets", "help.escalate": "public_tickets",
+    "help.follow_up": "public_tickets",
 }
+
+
+# Roles: an admin may do everything; an agent works tickets and reads the knowledge base. Writes are denied to
+# agents unless listed here, so a new write endpoint is admin-only until someone decides otherwise.
+AGENT_WRITE_ENDPOINTS = frozenset({
+    "admin.logout", "admin_api.preview",
+    "tickets_api.tickets_replies", "tickets_api.tickets_assign", "tickets_api.tickets_feedback",
+})
+AGENT_WRITE_PREFIXES = ("inbox.",)  # the agent inbox's forms
+ADMIN_ONLY_ENDPOINTS = frozenset({"admin.article_new", "admin_import.upload"})  # pages that only lead to a write
 
 
 @dataclass(frozen=True)
 class Identity:
-    """An authenticated caller: a logged-in admin (``session``) or a script (``token``)."""
+    """An authenticated caller: a logged-in admin (``session``) or a script (``token``), with a role."""
 
     kind: str
     id: int
     name: str
+    role: str = "admin"
+
+
+def role_allows(role: str, endpoint: str, method: str) -> bool:
+    """Whether an account or token with ``role`` may call ``endpoint`` with ``method``."""
+    if role == "admin":
+        return True
+    if endpoint in ADMIN_ONLY_ENDPOINTS:
+        return False
+    return method in SAFE_METHODS or endpoint in AGENT_WRITE_ENDPOINTS or endpoint.startswith(AGENT_WRITE_PREFIXES)
 
 
 def is_public(endpoint: str, settings) -> bool:
@@ -140,7 +163,7 @@ def _token_caller() -> Identity | None:
     token = _lookup(token_identity, secret.strip()) if secret.strip() else None
     if token is None:
         raise ApiError(401, "invalid_token", "the API token is unknown or revoked")
-    return Identity("token", token.id, token.name)
+    return Identity("token", token.id, token.name, token.role)
 
 
 def _session_caller() -> Identity | None:
@@ -152,7 +175,7 @@ def _session_caller() -> Identity | None:
     if admin is None or admin.password_fingerprint != session.get("pw"):
         session.clear()
         return None
-    return Identity("session", admin.id, admin.username)
+    return Identity("session", admin.id, admin.username, admin.role)
 
 
 def _login_redirect() -> Response:
@@ -184,6 +207,8 @@ def enforce_access() -> Response | None:
     if unsafe and caller.kind == "session" and not page:
         check_csrf()  # the admin pages' JavaScript calls the JSON API with the cookie
     g.identity = caller
+    if not role_allows(caller.role, endpoint, request.method):
+        raise ApiError(403, "forbidden", f"this needs the admin role; {caller.name!r} is an {caller.role}")
     return None
 
 

@@ -19,6 +19,7 @@ from service.web.api import api, health
 from service.web.errors import register_error_handlers
 from service.web.headers import add_security_headers
 from service.web.help.pages import help_pages, help_root
+from service.web.inbound import inbound
 from service.web.limits import enforce_rate_limits
 from service.web.openapi import openapi, refuse_unknown_query_parameters
 from service.web.requests import check_query_string
@@ -53,6 +54,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.register_blueprint(help_pages)
     app.register_blueprint(help_root)
     app.register_blueprint(openapi)
+    app.register_blueprint(inbound)
     register_error_handlers(app)
 
     @app.teardown_appcontext

@@ -12,6 +12,7 @@ from gunicorn.app.base import BaseApplication
 
 from service.accounts import count_admins
 from service.config import Settings
+from service.mail.worker import start_mail_worker
 from service.runtime import Runtime
 from service.web.app import create_app
 
@@ -86,6 +87,7 @@ def serve_forever(*, host: str | None, port: int | None, dev: bool, workers: int
     if dev:
         # Exit through SystemExit on SIGTERM so atexit handlers detach from (and stop) the embedded server.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        start_mail_worker(runtime)
         create_app(runtime=runtime).run(host=host, port=port, debug=False, use_reloader=False)
         return
     # Workers build their own runtime after fork; the master's pool must not be shared with them.
@@ -109,6 +111,9 @@ def _run_gunicorn(*, host: str, port: int, workers: int, threads: int) -> None:
                     self.cfg.set(key, value)
 
         def load(self):
-            return create_app()
+            # In each worker, after the fork: every worker runs a mail thread; an advisory lock lets one send.
+            app = create_app()
+            start_mail_worker(app.extensions["supportrag"])
+            return app
 
     _Application().run()

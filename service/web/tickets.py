@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from flask import Blueprint, g, jsonify, request, url_for
 
+from service.accounts import user_id_for
+from service.tickets.drafts import make_draft
 from service.tickets.queries import add_feedback, content_gaps, get_ticket, list_tickets
 from service.tickets.secrets import new_ticket_secret
+from service.tickets.states import Actor
+from service.tickets.thread import ticket_thread
+from service.tickets.work import acknowledge, assign_ticket, list_queue, mail_statuses, send_reply, work_ticket
 from service.tickets.workflow import answer_ticket
+from service.web.errors import ApiError
+from service.web.links import article_link, ticket_link
 from service.web.requests import db, int_arg, json_body, page_count, runtime
 
 tickets_api = Blueprint("tickets_api", __name__, url_prefix="/api")
@@ -24,7 +31,11 @@ def tickets_create():
     rt = runtime()
     secret, digest = new_ticket_secret()
     ticket_id = answer_ticket(rt, rt.chat, json_body(TICKET_FIELDS), secret_sha256=digest)
-    response = jsonify({"ticket": get_ticket(db(), ticket_id).to_dict(), "secret": secret})
+    view = get_ticket(db(), ticket_id)
+    if acknowledge(db(), rt.settings, ticket_id, link=ticket_link(ticket_id, secret),
+                   answer=view.answer if view.status == "answered" else None):
+        db().commit()
+    response = jsonify({"ticket": view.to_dict(), "secret": secret})
     response.status_code = 201
     response.headers["Location"] = url_for("tickets_api.tickets_show", ticket_id=ticket_id)
     return response
@@ -38,9 +49,13 @@ def tickets_show(ticket_id: int):
 
 @tickets_api.get("/tickets")
 def tickets_index():
-    """Newest first; ``?status=needs_agent&article_id=&page=&per_page=``."""
+    """Newest first; ``?status=needs_agent&article_id=&page=&per_page=``; ``?queue=`` an agent's queue by due time."""
     page = int_arg("page", 1, low=1, high=1_000_000)
     per_page = int_arg("per_page", 20, low=1, high=100)
+    if "queue" in request.args:
+        work, total = list_queue(db(), request.args["queue"], user_id=_my_user_id(), page=page, per_page=per_page)
+        return jsonify({"tickets": [w.to_dict() for w in work], "page": page, "per_page": per_page,
+                        "total": total, "pages": page_count(total, per_page)})
     article_id = int_arg("article_id", 0, low=1, high=2**62) if "article_id" in request.args else None
     items, total = list_tickets(db(), status=request.args.get("status") or None, article_id=article_id,
                                 page=page, per_page=per_page)
@@ -63,3 +78,56 @@ def reports_gaps():
     days = int_arg("days", 30, low=1, high=3650)
     limit = int_arg("limit", 20, low=1, high=200)
     return jsonify({"days": days, "groups": content_gaps(db(), days=days, limit=limit)})
+
+
+def _my_user_id() -> int | None:
+    """The logged-in person's account id ("me"); a token is nobody."""
+    identity = g.get("identity")
+    return identity.id if identity is not None and identity.kind == "session" else None
+
+
+def _actor() -> Actor:
+    return Actor("agent", _my_user_id())
+
+
+@tickets_api.get("/tickets/<int:ticket_id>/messages")
+def tickets_messages(ticket_id: int):
+    """The whole thread, internal notes included, each public reply with its e-mail's state."""
+    work_ticket(db(), ticket_id)
+    statuses = mail_statuses(db(), ticket_id)
+    return jsonify({"messages": [m.to_dict() | {"email": statuses.get(m.email_message_id, "none")}
+                                 for m in ticket_thread(db(), ticket_id)]})
+
+
+@tickets_api.get("/tickets/<int:ticket_id>/draft")
+def tickets_draft(ticket_id: int):
+    """A new AI draft for the ticket: ``{draft, citations}``; ``?instruction=`` (with a language model)."""
+    rt = runtime()
+    work_ticket(db(), ticket_id)
+    draft = make_draft(db(), rt, rt.chat, ticket_id, link=article_link, instruction=request.args.get("instruction"))
+    db().commit()
+    return jsonify(draft.to_dict())
+
+
+@tickets_api.post("/tickets/<int:ticket_id>/replies")
+def tickets_replies(ticket_id: int):
+    """``{body, internal?, status?}`` → 201 ``{message}``; a public reply's e-mail is ``queued`` with it."""
+    reply = send_reply(db(), runtime().settings, ticket_id, json_body(("body", "internal", "status")), agent=_actor(),
+                       channel="web" if g.identity.kind == "session" else "api")
+    db().commit()
+    return jsonify({"message": reply.message.to_dict() | {"email": reply.email}, "state": reply.state}), 201
+
+
+@tickets_api.post("/tickets/<int:ticket_id>/assign")
+def tickets_assign(ticket_id: int):
+    """``{assignee}`` (a username, or null to unassign); an empty body assigns the ticket to the caller."""
+    body = json_body(("assignee",)) if request.get_data() else {}
+    if "assignee" in body:
+        name = body["assignee"]
+        assignee = None if name is None else user_id_for(db(), name)
+    elif (assignee := _my_user_id()) is None:
+        raise ApiError(400, "validation_error", "a token is nobody: name the assignee",
+                       {"assignee": "is required when calling with a token"})
+    item = assign_ticket(db(), ticket_id, assignee)
+    db().commit()
+    return jsonify({"ticket": item.to_dict()})

@@ -17,9 +17,12 @@ from service.tickets.helpdesk import (
     answer_sources,
     customer_ticket,
     escalate,
+    follow_up,
     mark_solved,
     ticket_fields,
 )
+from service.tickets.thread import public_thread
+from service.tickets.work import acknowledge
 from service.tickets.queries import TicketNotFound
 from service.tickets.secrets import new_ticket_secret
 from service.tickets.validation import BODY_MAX, is_email
@@ -27,6 +30,7 @@ from service.tickets.workflow import answer_ticket
 from service.validation import ValidationError
 from service.web.errors import ApiError
 from service.web.help.markdown import render_answer, render_article, section_anchor
+from service.web.links import ticket_link
 from service.web.requests import db, runtime
 
 help_pages = Blueprint("help", __name__, url_prefix="/help")
@@ -107,7 +111,7 @@ def ask():
     secret, digest = new_ticket_secret()
     ticket_id = answer_ticket(runtime(), runtime().chat, ticket_fields(description), secret_sha256=digest)
     if person:
-        escalate(db(), ticket_id, secret, email=email, asked_for_person=True)
+        _escalate(ticket_id, secret, email, asked_for_person=True)
         db().commit()
     return redirect(url_for("help.ticket", ticket_id=ticket_id, key=secret), 303)
 
@@ -117,8 +121,20 @@ def _ticket_page(view: CustomerTicket, key: str, *, email: str = "", error: str 
     sources = answer_sources(db(), view.ticket)
     links = {s.number: article_url(s.article_id, s.section) for s in sources}
     answer = render_answer(view.ticket.answer, links) if view.ticket.answer else None
+    thread = [m for m in public_thread(db(), view.ticket.id) if m.kind != "ai_answer"][1:]  # after the answer
     return render_template("help/ticket.html", view=view, t=view.ticket, key=key, sources=sources, links=links,
-                           answer=answer, email=email or view.ticket.email or "", error=error), status
+                           answer=answer, email=email or view.ticket.email or "", error=error,
+                           thread=thread), status
+
+
+def _escalate(ticket_id: int, key: str, email: str, *, asked_for_person: bool) -> None:
+    """Send the ticket to an agent and, the first time, queue the e-mail with the ticket's link."""
+    settings = runtime().settings
+    first_time = customer_ticket(db(), ticket_id, key).escalated_at is None
+    escalate(db(), ticket_id, key, email=email, asked_for_person=asked_for_person,
+             first_response_hours=settings.first_response_hours)
+    if first_time:
+        acknowledge(db(), settings, ticket_id, link=ticket_link(ticket_id, key), answer=None)
 
 
 @help_pages.get("/tickets/<int:ticket_id>")
@@ -142,13 +158,28 @@ def escalate_ticket(ticket_id: int):
     """"No" or "talk to a person": an agent gets the ticket and replies to the email given."""
     key, email = request.form.get("key", ""), request.form.get("email", "").strip()
     try:
-        escalate(db(), ticket_id, key, email=email, asked_for_person=request.form.get("person") == "1")
+        _escalate(ticket_id, key, email, asked_for_person=request.form.get("person") == "1")
     except ValidationError:
         db().rollback()
         return _ticket_page(customer_ticket(db(), ticket_id, key), key, email=email, status=400,
                             error="Please enter the email address an agent should reply to.")
     db().commit()
     return redirect(url_for("help.ticket", ticket_id=ticket_id, key=key, _anchor="outcome"), 303)
+
+
+@help_pages.post("/tickets/<int:ticket_id>/reply", endpoint="follow_up")
+def follow_up_ticket(ticket_id: int):
+    """The customer writes again: added to the thread; the ticket goes back to an agent."""
+    key = request.form.get("key", "")
+    try:
+        follow_up(db(), ticket_id, key, request.form.get("body", ""),
+                  first_response_hours=runtime().settings.first_response_hours)
+    except ValidationError:
+        db().rollback()
+        return _ticket_page(customer_ticket(db(), ticket_id, key), key, status=400,
+                            error="Please write your message (up to 20,000 characters).")
+    db().commit()
+    return redirect(url_for("help.ticket", ticket_id=ticket_id, key=key, _anchor="thread"), 303)
 
 
 @help_pages.get("/articles")
