@@ -22,10 +22,10 @@ def signature(secret: str, body: bytes) -> str:
 
 
 def check_signature(body: bytes) -> None:
-    """401 unless X-Signature is the body's HMAC under INBOUND_EMAIL_SECRET (503 while no secret is set)."""
+    """401 unless X-Signature is the body's HMAC under INBOUND_EMAIL_SECRET (404 while no secret is set: the endpoint is off)."""
     secret = runtime().settings.inbound_email_secret
     if not secret:
-        raise ApiError(503, "inbound_email_disabled", "set INBOUND_EMAIL_SECRET to accept inbound e-mail")
+        raise ApiError(404, "inbound_email_disabled", "inbound e-mail is off: set INBOUND_EMAIL_SECRET to accept it")
     sent = request.headers.get(SIGNATURE_HEADER, "").strip().lower()
     if not hmac.compare_digest(signature(secret, body).encode(), sent.encode()):
         raise ApiError(401, "invalid_signature", "X-Signature is not the HMAC-SHA256 of the body",

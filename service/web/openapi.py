@@ -20,6 +20,7 @@ DOCS_CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none
 ERROR_STATUSES = {
     "400": "invalid input: bad JSON, wrong types, out-of-range values or unknown fields (named in the message)",
     "401": "needs an admin: send `Authorization: Bearer <token>`",
+    "403": "the caller's role may not do this (an agent managing articles), or a CSRF failure",
     "404": "no such resource",
     "413": "request body larger than SUPPORTRAG_MAX_REQUEST_BYTES",
     "415": "the body is not `Content-Type: application/json`",
@@ -42,6 +43,9 @@ def _path_id(name: str) -> dict[str, Any]:
 QUERY_TEXT_PATTERN = "^[^\\u0000-\\u0008\\u000a-\\u001f\\u007f]*$"
 PAGE = _query("page", {"type": "integer", "minimum": 1, "maximum": 1_000_000}, "page number, from 1")
 PER_PAGE = _query("per_page", {"type": "integer", "minimum": 1, "maximum": 100}, "items per page")
+SIGNATURE_HEADER = {"name": "X-Signature", "in": "header", "required": True,
+                    "schema": {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"},
+                    "description": "hex HMAC-SHA256 of the raw body with INBOUND_EMAIL_SECRET"}
 SECRET_HEADER = {"name": "X-Ticket-Secret", "in": "header", "required": False, "schema": {"type": "string"},
                  "description": "the `secret` returned when the ticket was submitted (not needed by admins)"}
 
@@ -64,9 +68,28 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
     ("/api/stats", "get", "api.stats", "Article counts, active model and vector index", None, ("200", "Stats"), []),
     ("/api/tickets", "post", "tickets_api.tickets_create", "Submit a ticket; answered at once; returns its secret",
      "TicketCreate", ("201", "TicketCreated"), []),
-    ("/api/tickets", "get", "tickets_api.tickets_index", "Tickets, newest first", None, ("200", "TicketPage"),
+    ("/api/tickets", "get", "tickets_api.tickets_index",
+     "Tickets, newest first; with `queue`, an agent's queue by due time (items add assignee, due_at, overdue)",
+     None, ("200", "WorkTicketPage"),
      [PAGE, PER_PAGE, _query("status", {"enum": ["received", "answered", "needs_agent", "failed"]}, "status"),
-      _query("article_id", {"type": "integer", "minimum": 1, "maximum": 2**62}, "tickets that retrieved it")]),
+      _query("article_id", {"type": "integer", "minimum": 1, "maximum": 2**62}, "tickets that retrieved it"),
+      _query("queue", {"enum": ["mine", "unassigned", "overdue", "open", "pending"]}, "an agent's queue")]),
+    ("/api/tickets/{ticket_id}/messages", "get", "tickets_api.tickets_messages",
+     "The thread (internal notes included) with each reply's e-mail state", None, ("200", "MessageList"),
+     [_path_id("ticket_id")]),
+    ("/api/tickets/{ticket_id}/draft", "get", "tickets_api.tickets_draft",
+     "A new AI draft for an agent, grounded in the retrieved sections, with its citations", None,
+     ("200", "Draft"), [_path_id("ticket_id"), _query("instruction", {
+         "type": "string", "maxLength": 500, "pattern": QUERY_TEXT_PATTERN}, "e.g. 'shorter' (language model only)")]),
+    ("/api/tickets/{ticket_id}/replies", "post", "tickets_api.tickets_replies",
+     "An agent's reply (e-mailed through the outbox: `email` is `queued`) or internal note; sets the state",
+     "ReplyCreate", ("201", "ReplyCreated"), [_path_id("ticket_id")]),
+    ("/api/tickets/{ticket_id}/assign", "post", "tickets_api.tickets_assign",
+     "Assign to `assignee` (a username; null unassigns); a logged-in agent may send no body: to me", "Assign",
+     ("200", "WorkTicketEnvelope"), [_path_id("ticket_id")]),
+    ("/api/inbound/email", "post", "inbound.email",
+     "Raw MIME from a mail provider, signed: `X-Signature` = hex HMAC-SHA256 of the body with INBOUND_EMAIL_SECRET",
+     "RawEmail", ("200", "InboundOutcome"), [SIGNATURE_HEADER]),
     ("/api/tickets/{ticket_id}", "get", "tickets_api.tickets_show", "One ticket with answer and citations", None,
      ("200", "TicketEnvelope"), [_path_id("ticket_id")]),
     ("/api/tickets/{ticket_id}/feedback", "post", "tickets_api.tickets_feedback",
@@ -127,7 +150,11 @@ def build_spec(settings: Settings) -> dict[str, Any]:
             "operationId": endpoint, "summary": summary, "parameters": parameters,
             "security": _security(endpoint, settings), "responses": _responses(status, schema, endpoint),
         }
-        if body:
+        if body == "RawEmail":
+            operation["requestBody"] = {"required": True, "content": {
+                "message/rfc822": {"schema": {"type": "string", "format": "binary"}},
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}
+        elif body:
             operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": ref(body)}}}
         paths.setdefault(path, {})[method] = operation
     return {

@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.db.models import CATEGORY_MAX, CONTENT_MAX, IMPORTANCE_MAX, IMPORTANCE_MIN, TICKET_STATUSES, TITLE_MAX
+from service.db.models import (
+    CATEGORY_MAX,
+    CHANNELS,
+    CONTENT_MAX,
+    IMPORTANCE_MAX,
+    IMPORTANCE_MIN,
+    MESSAGE_KINDS,
+    TICKET_STATUSES,
+    TITLE_MAX,
+    WORK_STATES,
+)
 from service.tickets.validation import BODY_MAX, COMMENT_MAX, EMAIL_MAX, SUBJECT_MAX
 from service.validation import QUERY_MAX, SEARCH_LIMIT_MAX
 
@@ -98,7 +108,8 @@ SCHEMAS: dict[str, Any] = {
         {"type": "string", "maxLength": COMMENT_MAX, "pattern": NO_NUL_PATTERN})}, ["helpful"], closed=True),
     "Ticket": obj({
         "id": INTEGER, "subject": STRING, "body": STRING, "email": nullable(STRING),
-        "status": {"enum": list(TICKET_STATUSES)}, "created_at": TIMESTAMP, "answered_at": nullable(TIMESTAMP),
+        "status": {"enum": list(TICKET_STATUSES)}, "state": nullable({"enum": list(WORK_STATES)}),
+        "created_at": TIMESTAMP, "answered_at": nullable(TIMESTAMP),
         "answer": nullable(STRING), "mode": nullable(STRING), "reason": nullable(STRING), "model": nullable(STRING),
         "error": nullable(STRING), "timings": {"type": "object"}, "tokens": {"type": "object"},
         "gate": nullable({"type": "object"}),
@@ -122,5 +133,30 @@ SCHEMAS: dict[str, Any] = {
     "Preview": obj({"query": STRING, "mode": STRING, "degraded": nullable(STRING), "limit": INTEGER,
                     "weights": WEIGHTS, "now": TIMESTAMP, "results": {"type": "array"},
                     "article": nullable({"type": "object"})}, ["query", "mode", "results", "article"]),
+    "WorkTicket": {"allOf": [ref("Ticket"), obj({
+        "assignee": nullable(STRING), "opened_at": nullable(TIMESTAMP), "due_at": nullable(TIMESTAMP),
+        "overdue": BOOLEAN}, ["assignee", "due_at", "overdue"])]},
+    "WorkTicketPage": obj({"tickets": {"type": "array", "items": ref("WorkTicket")}, **PAGE_FIELDS},
+                          ["tickets", *PAGE_FIELDS]),
+    "WorkTicketEnvelope": obj({"ticket": ref("WorkTicket")}, ["ticket"]),
+    "Message": obj({
+        "id": INTEGER, "ticket_id": INTEGER, "kind": {"enum": list(MESSAGE_KINDS)}, "author": nullable(STRING),
+        "channel": {"enum": list(CHANNELS)}, "body": STRING, "email_message_id": nullable(STRING),
+        "created_at": TIMESTAMP, "edit_ratio": nullable(NUMBER), "email": {"enum": ["queued", "sent", "none"]},
+    }, ["id", "ticket_id", "kind", "author", "channel", "body", "created_at", "email"]),
+    "MessageList": obj({"messages": {"type": "array", "items": ref("Message")}}, ["messages"]),
+    "ReplyCreate": obj({"body": text(BODY_MAX), "internal": BOOLEAN, "status": {"enum": list(WORK_STATES)}},
+                       ["body"], closed=True),
+    "ReplyCreated": obj({"message": ref("Message"), "state": nullable({"enum": list(WORK_STATES)})},
+                        ["message", "state"]),
+    "Assign": obj({"assignee": nullable({"type": "string", "minLength": 1, "maxLength": 64,
+                                         "pattern": NO_NUL_PATTERN})}, ["assignee"], closed=True),
+    "Draft": obj({"draft": STRING, "citations": {"type": "array", "items": obj({
+        "number": INTEGER, "article_id": INTEGER, "title": STRING, "section": nullable(STRING), "url": STRING},
+        ["number", "article_id", "title", "url"])}, "mode": {"enum": ["llm", "extractive", "none"]}, "id": INTEGER},
+        ["draft", "citations"]),
+    "InboundOutcome": obj({"outcome": obj({
+        "action": {"enum": ["follow_up", "new_ticket", "duplicate", "ignored", "rejected"]},
+        "ticket_id": nullable(INTEGER), "reason": STRING}, ["action", "ticket_id", "reason"])}, ["outcome"]),
     "Health": obj({"status": {"const": "ok"}, "database": {"const": "ok"}}, ["status", "database"]),
 }

@@ -121,6 +121,7 @@ def tickets_replies(ticket_id: int):
 @tickets_api.post("/tickets/<int:ticket_id>/assign")
 def tickets_assign(ticket_id: int):
     """``{assignee}`` (a username, or null to unassign); an empty body assigns the ticket to the caller."""
+    work_ticket(db(), ticket_id)
     body = json_body(("assignee",)) if request.get_data() else {}
     if "assignee" in body:
         name = body["assignee"]
