@@ -82,6 +82,8 @@ def _tables() -> None:
         "ticket_drafts", _id(), _ticket_fk(), sa.Column("body", sa.Text, nullable=False),
         sa.Column("article_ids", ARRAY(sa.BigInteger), nullable=False), sa.Column("mode", sa.Text, nullable=False),
         sa.Column("instruction", sa.Text, nullable=True), _now(),
+        sa.Column("used_by_message_id", sa.BigInteger, sa.ForeignKey("ticket_messages.id", ondelete="SET NULL"),
+                  nullable=True),
     )
     op.create_index("ticket_drafts_ticket", "ticket_drafts", ["ticket_id", "id"])
     op.create_table(

@@ -130,11 +130,14 @@ def make_draft(session: Session, runtime: Runtime, chat: ChatModel | None, ticke
 
 
 def latest_draft(session: Session, ticket_id: int) -> TicketDraft | None:
-    """The newest draft made for the ticket since its last reply, or None."""
-    last_reply = sa.select(sa.func.max(TicketMessage.id)).where(
-        TicketMessage.ticket_id == ticket_id, TicketMessage.kind == "agent_reply").scalar_subquery()
-    last_reply_at = sa.select(TicketMessage.created_at).where(TicketMessage.id == last_reply).scalar_subquery()
-    return session.scalar(sa.select(TicketDraft).where(
-        TicketDraft.ticket_id == ticket_id,
-        sa.or_(last_reply_at.is_(None), TicketDraft.created_at >= last_reply_at)).order_by(TicketDraft.id.desc())
-        .limit(1))
+    """The newest draft made for the ticket that no reply has used yet, or None."""
+    return session.scalar(sa.select(TicketDraft).where(TicketDraft.ticket_id == ticket_id,
+                                                       TicketDraft.used_by_message_id.is_(None))
+                          .order_by(TicketDraft.id.desc()).limit(1))
+
+
+def mark_drafts_used(session: Session, ticket_id: int, message_id: int) -> None:
+    """Every draft so far led to this reply: the next reply starts from a new draft (or none)."""
+    session.execute(sa.update(TicketDraft).where(TicketDraft.ticket_id == ticket_id,
+                                                 TicketDraft.used_by_message_id.is_(None))
+                    .values(used_by_message_id=message_id))

@@ -83,6 +83,9 @@ class TicketDraft(Base):
     mode: Mapped[str] = mapped_column(sa.Text, nullable=False)  # "llm" | "extractive" | "none"
     instruction: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     created_at: Mapped[datetime] = _now()
+    # The reply that started from this draft (or from a later one): a used draft is never offered again.
+    used_by_message_id: Mapped[int | None] = mapped_column(
+        sa.BigInteger, sa.ForeignKey("ticket_messages.id", ondelete="SET NULL"), nullable=True)
 
     __table_args__ = (sa.Index("ticket_drafts_ticket", "ticket_id", "id"),)
 

@@ -1,0 +1,61 @@
+"""A real SMTP server on 127.0.0.1 (aiosmtpd's Controller) that keeps every message it accepts."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import socket
+import time
+from email.message import EmailMessage
+
+from aiosmtpd.controller import Controller
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class _Keep:
+    def __init__(self, inbox: list[EmailMessage]) -> None:
+        self.inbox = inbox
+
+    async def handle_DATA(self, server, session, envelope):  # noqa: N802 (aiosmtpd's hook name)
+        self.inbox.append(email.message_from_bytes(envelope.content, policy=email.policy.default))
+        return "250 OK"
+
+
+class SmtpSink:
+    """Start and stop an SMTP server on a fixed loopback port; ``inbox`` survives restarts."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.inbox: list[EmailMessage] = []
+        self._controller: Controller | None = None
+
+    def start(self) -> "SmtpSink":
+        """Listen (again)."""
+        self._controller = Controller(_Keep(self.inbox), hostname="127.0.0.1", port=self.port)
+        self._controller.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening: connections are refused, as with a mail server that is down."""
+        if self._controller is not None:
+            self._controller.stop()
+            self._controller = None
+
+    def wait_for(self, count: int, timeout: float = 10.0) -> list[EmailMessage]:
+        """The inbox once it holds ``count`` messages (or whatever it holds at the timeout)."""
+        deadline = time.monotonic() + timeout
+        while len(self.inbox) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.inbox
+
+    def __enter__(self) -> "SmtpSink":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
