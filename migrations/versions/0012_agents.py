@@ -99,6 +99,9 @@ def _tables() -> None:
     )
     op.create_index("mail_outbox_due", "mail_outbox", ["next_attempt_at"], postgresql_where=sa.text("sent_at IS NULL"))
     op.create_index("mail_outbox_message_id", "mail_outbox", ["message_id"], unique=True)
+    op.create_table("canned_replies", _id(), sa.Column("title", sa.Text, nullable=False),
+                    sa.Column("body", sa.Text, nullable=False), _now())
+    op.create_index("canned_replies_title", "canned_replies", ["title"], unique=True)
 
 
 BACKFILL = """
@@ -124,7 +127,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    for table in ("mail_outbox", "ticket_drafts", "ticket_transitions", "ticket_messages"):
+    for table in ("canned_replies", "mail_outbox", "ticket_drafts", "ticket_transitions", "ticket_messages"):
         op.drop_table(table)
     op.drop_index("tickets_reply_token", table_name="tickets")
     op.drop_index("tickets_queue", table_name="tickets")

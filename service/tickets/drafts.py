@@ -13,7 +13,7 @@ from typing import Any, Callable
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from service.db.models import Ticket, TicketDraft, TicketMessage
+from service.db.models import Article, Ticket, TicketDraft, TicketMessage
 from service.providers.llm import ChatModel, LLMError
 from service.retrieval.search import SearchResult, run_search
 from service.runtime import Runtime
@@ -141,3 +141,11 @@ def mark_drafts_used(session: Session, ticket_id: int, message_id: int) -> None:
     session.execute(sa.update(TicketDraft).where(TicketDraft.ticket_id == ticket_id,
                                                  TicketDraft.used_by_message_id.is_(None))
                     .values(used_by_message_id=message_id))
+
+
+def stored_draft_view(session: Session, row: TicketDraft, link: Link) -> DraftView:
+    """A stored draft as a view; its citations by article (the sections are in the draft's own source lines)."""
+    titles = dict(session.execute(sa.select(Article.id, Article.title).where(Article.id.in_(row.article_ids))).all())
+    citations = [Citation(n, a, titles[a], None, link(a, None))
+                 for n, a in enumerate(row.article_ids, start=1) if a in titles]
+    return DraftView(id=row.id, draft=row.body, mode=row.mode, citations=citations)

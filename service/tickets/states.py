@@ -71,8 +71,9 @@ def apply_event(session: Session, ticket: Ticket, event: str, actor: Actor, *, r
         return target
     if target == "open" and ticket.state != "open":
         now = sa.func.now()
-        ticket.opened_at = now
-        ticket.due_at = now + timedelta(hours=first_response_hours)
+        if ticket.opened_at is None:  # first opening: the first-response time counts from here
+            ticket.opened_at = now
+        ticket.due_at = now + timedelta(hours=first_response_hours)  # every (re)opening owes a response
     _record(session, ticket, event, target, actor)
     return target
 

@@ -9,6 +9,7 @@ from service.db.models.agents import (
     CHANNELS,
     MESSAGE_KINDS,
     WORK_STATES,
+    CannedReply,
     MailOutbox,
     TicketDraft,
     TicketMessage,
@@ -39,7 +40,7 @@ from service.db.models.tickets import (
 
 __all__ = [
     "ANSWER_MODES", "CHANNELS", "MESSAGE_KINDS", "ROLES", "WORK_STATES",
-    "MailOutbox", "TicketDraft", "TicketMessage", "TicketTransition", "CATEGORY_MAX", "CONTENT_MAX", "ESCALATION_REASONS", "IMPORTANCE_MAX", "IMPORTANCE_MIN",
+    "CannedReply", "MailOutbox", "TicketDraft", "TicketMessage", "TicketTransition", "CATEGORY_MAX", "CONTENT_MAX", "ESCALATION_REASONS", "IMPORTANCE_MAX", "IMPORTANCE_MIN",
     "SECTION_KINDS", "TICKET_STATUSES", "TITLE_MAX", "TOKEN_NAME_MAX", "USERNAME_MAX",
     "AdminUser", "AnswerFeedback", "ApiToken", "AppState", "Article", "ArticleSection", "Base", "BinaryVector",
     "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation", "VectorCluster",

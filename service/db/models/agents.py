@@ -116,3 +116,16 @@ class MailOutbox(Base):
         sa.Index("mail_outbox_due", "next_attempt_at", postgresql_where=sa.text("sent_at IS NULL")),
         sa.Index("mail_outbox_message_id", "message_id", unique=True),
     )
+
+
+class CannedReply(Base):
+    """A saved reply agents insert into the composer; ``{customer_email}`` and ``{ticket_ref}`` are filled in."""
+
+    __tablename__ = "canned_replies"
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=False), primary_key=True)
+    title: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    body: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    created_at: Mapped[datetime] = _now()
+
+    __table_args__ = (sa.Index("canned_replies_title", "title", unique=True),)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, render_template, request, url_for
 
+from service.tickets.agent_metrics import REPLACED_AT, drafts_report
 from service.tickets.deflection import deflection_report
 from service.web.admin.charts import outcome_chart
 from service.web.admin.pages import nav_context
@@ -21,4 +22,5 @@ def dashboard():
     days = int(raw) if raw.isdigit() and int(raw) in PERIODS else 14
     report = deflection_report(db(), days=days)
     return render_template("admin/dashboard.html", report=report, chart=outcome_chart(report.by_day),
+                           drafts=drafts_report(db(), days=days), replaced_at=REPLACED_AT,
                            periods=PERIODS, gaps_url=url_for("tickets_api.reports_gaps", days=days))

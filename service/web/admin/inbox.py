@@ -1,0 +1,106 @@
+"""The agent inbox (/admin/inbox): queues, and one ticket's workspace (thread, evidence, draft, reply, note)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, flash, g, redirect, render_template, request, url_for
+
+from service.db.models import CannedReply
+from service.tickets.canned import fill_placeholders, list_canned
+from service.tickets.drafts import DraftView, latest_draft, make_draft, stored_draft_view
+from service.tickets.states import Actor
+from service.tickets.thread import ticket_thread
+from service.tickets.work import QUEUES, assign_ticket, list_queue, mail_statuses, send_reply, work_item
+from service.validation import ValidationError
+from service.web.admin.pages import nav_context
+from service.web.links import article_link
+from service.web.requests import db, runtime
+
+inbox = Blueprint("inbox", __name__, url_prefix="/admin/inbox")
+inbox.context_processor(nav_context)
+QUEUE_LABELS = {"mine": "Mine", "unassigned": "Unassigned", "overdue": "Overdue", "open": "All open",
+                "pending": "Pending"}
+PER_PAGE = 50
+
+
+def _me() -> int | None:
+    identity = g.get("identity")
+    return identity.id if identity is not None and identity.kind == "session" else None
+
+
+@inbox.get("", endpoint="queue")
+def queue():
+    """One queue, most urgent first, with every queue's count."""
+    name = request.args.get("queue") if request.args.get("queue") in QUEUES else "unassigned"
+    items, _ = list_queue(db(), name, user_id=_me(), per_page=PER_PAGE)
+    counts = {q: list_queue(db(), q, user_id=_me(), per_page=1)[1] for q in QUEUES}
+    return render_template("admin/inbox.html", items=items, queue=name, counts=counts, labels=QUEUE_LABELS)
+
+
+def _composer(ticket_id: int, item) -> tuple[str, DraftView | None, str | None]:
+    """(composer text, the AI draft, the canned reply's title): a canned reply if asked, else the AI draft."""
+    canned_id = request.args.get("canned", "")
+    if canned_id.isdigit() and (canned := db().get(CannedReply, int(canned_id))) is not None:
+        values = {"customer_email": item.ticket.email or "", "ticket_ref": f"T-{ticket_id}"}
+        return fill_placeholders(canned.body, values), None, canned.title
+    stored = latest_draft(db(), ticket_id)
+    if stored is not None:
+        draft = stored_draft_view(db(), stored, article_link)
+    else:
+        draft = make_draft(db(), runtime(), runtime().chat, ticket_id, link=article_link)
+        db().commit()
+    return draft.draft, draft, None
+
+
+@inbox.get("/<int:ticket_id>", endpoint="ticket")
+def ticket(ticket_id: int):
+    """The workspace: the thread, the evidence, and the composer prefilled with the AI draft."""
+    item = work_item(db(), ticket_id)
+    text, draft, canned_title = _composer(ticket_id, item)
+    return render_template("admin/inbox_ticket.html", item=item, t=item.ticket, thread=ticket_thread(db(), ticket_id),
+                           mail=mail_statuses(db(), ticket_id), composer=text, draft=draft, canned_title=canned_title,
+                           canned=list_canned(db()), has_llm=runtime().chat is not None, me=_me())
+
+
+@inbox.post("/<int:ticket_id>/assign", endpoint="assign")
+def assign(ticket_id: int):
+    """Assign to me (or ``unassign=1``)."""
+    assign_ticket(db(), ticket_id, None if request.form.get("unassign") else _me())
+    db().commit()
+    return redirect(url_for("inbox.ticket", ticket_id=ticket_id))
+
+
+@inbox.post("/<int:ticket_id>/draft", endpoint="regenerate")
+def regenerate(ticket_id: int):
+    """A new draft following the agent's instruction (with a language model)."""
+    work_item(db(), ticket_id)
+    try:
+        make_draft(db(), runtime(), runtime().chat, ticket_id, link=article_link,
+                   instruction=request.form.get("instruction", "").strip() or None)
+    except ValidationError as exc:
+        flash(f"No new draft: {exc.message}.", "error")
+        return redirect(url_for("inbox.ticket", ticket_id=ticket_id))
+    db().commit()
+    flash("New draft ready.", "success")
+    return redirect(url_for("inbox.ticket", ticket_id=ticket_id, _anchor="composer"))
+
+
+@inbox.post("/<int:ticket_id>/reply", endpoint="reply")
+def reply(ticket_id: int):
+    """Send the reply (or save the internal note) and set the state, in one action."""
+    internal = request.form.get("internal") == "1"
+    fields = {"body": request.form.get("body", ""), "internal": internal}
+    if request.form.get("status"):
+        fields["status"] = request.form["status"]
+    try:
+        sent = send_reply(db(), runtime().settings, ticket_id, fields, agent=Actor("agent", _me()))
+    except ValidationError as exc:
+        db().rollback()
+        flash(f"Not sent: {'; '.join(f'{k} {v}' for k, v in exc.details.items())}.", "error")
+        return redirect(url_for("inbox.ticket", ticket_id=ticket_id))
+    db().commit()
+    if internal:
+        flash("Internal note saved.", "success")
+    else:
+        mail = " E-mail queued." if sent.email == "queued" else ""
+        flash(f"Reply sent; the ticket is {sent.state}.{mail}", "success")
+    return redirect(url_for("inbox.ticket", ticket_id=ticket_id))
