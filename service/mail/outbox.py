@@ -64,14 +64,14 @@ def backoff_seconds(attempts: int) -> int:
     return min(BACKOFF_BASE_SECONDS * 2 ** max(attempts - 1, 0), BACKOFF_MAX_SECONDS)
 
 
-def _thread_ids(session: Session, ticket_id: int) -> tuple[str | None, list[str]]:
+def _thread_ids(session: Session, ticket_id: int, own_id: str | None) -> tuple[str | None, list[str]]:
     """(In-Reply-To, References) for a new e-mail on the ticket: the latest message, and the chain so far."""
     rows = session.execute(sa.union_all(
         sa.select(TicketMessage.email_message_id.label("mid"), TicketMessage.created_at.label("at"))
         .where(TicketMessage.ticket_id == ticket_id, TicketMessage.email_message_id.is_not(None)),
         sa.select(MailOutbox.message_id, MailOutbox.created_at).where(MailOutbox.ticket_id == ticket_id),
     ).order_by(sa.text("at"))).all()
-    chain = list(dict.fromkeys(r.mid for r in rows))
+    chain = [mid for mid in dict.fromkeys(r.mid for r in rows) if mid != own_id]
     return (chain[-1] if chain else None), chain[-REFERENCES_MAX:]
 
 
@@ -82,9 +82,10 @@ def enqueue_mail(session: Session, settings: Settings, ticket: Ticket, *, subjec
         return None
     if ticket.reply_token is None:
         ticket.reply_token = new_reply_token()
-    in_reply_to, references = _thread_ids(session, ticket.id)
+    message_id = message_id or new_message_id(settings)
+    in_reply_to, references = _thread_ids(session, ticket.id, message_id)
     row = MailOutbox(ticket_id=ticket.id, to_address=ticket.customer_email, subject=subject, body=body,
-                     message_id=message_id or new_message_id(settings), in_reply_to=in_reply_to,
+                     message_id=message_id, in_reply_to=in_reply_to,
                      references=" ".join(references) or None, reply_to=reply_address(settings, ticket.reply_token),
                      auto_submitted=auto_submitted)
     session.add(row)
