@@ -188,7 +188,7 @@ def test_7_the_agent_solves_it(agent, served, story, browser, screenshots):
         phone.close()
 
 
-def test_8_the_dashboard_drafts_panel_counts_it(agent, served, screenshots, capsys):
+def test_8_the_dashboard_drafts_panel_counts_it(agent, served, screenshots, capsys, smtp):
     agent.goto(f"{served['base_url']}/admin/dashboard")
     panel = {key: agent.locator(f"#{key}").text_content() for key in (
         "drafts-replies", "drafts-unchanged", "drafts-edited", "drafts-replaced", "drafts-median-edit",
@@ -196,5 +196,6 @@ def test_8_the_dashboard_drafts_panel_counts_it(agent, served, screenshots, caps
     assert panel["drafts-replies"] == "2" and panel["drafts-edited"] == "1" and panel["drafts-replaced"] == "1"
     assert panel["solved-by-agent"] == "1" and panel["first-response-median"] != "—"
     agent.locator("#drafts").screenshot(path=str(screenshots / "agent-drafts-panel.png"))
+    assert len(smtp.wait_for(3)) == 3  # the acknowledgement and two replies, once each (two gunicorn workers)
     with capsys.disabled():
         print(f"\nagent browser run, Drafts panel: {panel}")

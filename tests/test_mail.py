@@ -213,7 +213,9 @@ def test_parse_email_reads_references_newest_first():
     assert parse_email(raw).thread_ids == ["<b@x>"]
 
 
-def test_mail_pipe_creates_a_ticket_then_threads_a_reply_and_drops_the_duplicate(cli_env, monkeypatch):
+def test_mail_pipe_creates_a_ticket_then_threads_a_reply_and_drops_the_duplicate(cli_env, monkeypatch, smtp):
+    monkeypatch.setenv("SMTP_HOST", "127.0.0.1")
+    monkeypatch.setenv("SMTP_PORT", str(smtp.port))
     runner = CliRunner()
     first = runner.invoke(main, ["mail", "pipe"], input=_email(subject="Parrots", message_id="<p1@customer.test>",
                                                                 body="Do you ship parrot food to Mars?"))
@@ -224,3 +226,36 @@ def test_mail_pipe_creates_a_ticket_then_threads_a_reply_and_drops_the_duplicate
     assert '"action": "follow_up"' in second.output, second.output
     third = runner.invoke(main, ["mail", "pipe"], input=reply)
     assert '"action": "duplicate"' in third.output
+    worker = runner.invoke(main, ["mail", "worker", "--once"])
+    assert worker.exit_code == 0 and "sent 1, failed 0" in worker.output, worker.output
+    [ack] = smtp.wait_for(1)
+    assert ack["To"] == "alice@example.com" and ack["In-Reply-To"] == "<p1@customer.test>"
+
+
+def test_two_workers_at_once_send_each_email_exactly_once(db_engine, cli_env, smtp):
+    """Two worker passes racing on a real database (as two gunicorn workers would): one e-mail per row."""
+    import threading
+
+    from service.config import Settings
+    from service.mail.outbox import SmtpTransport
+    from service.runtime import Runtime
+
+    runtime = Runtime.start(dataclasses.replace(Settings.from_env(), smtp_host="127.0.0.1", smtp_port=smtp.port),
+                            seed=False)
+    try:
+        with runtime.session() as session:
+            for n in range(6):
+                session.add(MailOutbox(to_address=f"c{n}@example.com", subject="s", body="b",
+                                       message_id=f"<race{n}@example.com>"))
+        transport = SmtpTransport(runtime.settings, timeout=5)
+        threads = [threading.Thread(target=deliver_due_mail, args=(runtime.session, runtime.settings, transport))
+                   for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        deliver_due_mail(runtime.session, runtime.settings, transport)  # whatever the lock made one skip
+        ids = sorted(m["Message-ID"] for m in smtp.wait_for(6))
+        assert ids == sorted(f"<race{n}@example.com>" for n in range(6))
+    finally:
+        runtime.close()
