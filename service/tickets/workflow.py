@@ -13,7 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from service.db.models import Article, Ticket, TicketAnswer, TicketCitation
+from service.db.models import Article, Ticket, TicketAnswer, TicketCitation, TicketMessage
 from service.knowledge.sections import PATH_SEPARATOR as SECTION_SEPARATOR
 from service.providers.llm import ChatModel, LLMError
 from service.retrieval.search import SearchResult, run_search
@@ -121,7 +121,9 @@ def _store(session, ticket_id: int, draft: Draft, results: list[SearchResult], g
     ticket = session.get(Ticket, ticket_id)
     ticket.status, ticket.gate, ticket.answered_at = draft.status, gate, sa.func.now()
     if draft.status == "answered":
-        add_message(session, ticket_id, "ai_answer", draft.answer, channel="web")
+        channel = session.scalar(sa.select(TicketMessage.channel).where(TicketMessage.ticket_id == ticket_id)
+                                 .order_by(TicketMessage.id).limit(1)) or "api"
+        add_message(session, ticket_id, "ai_answer", draft.answer, channel=channel)  # answered where asked
     elif ticket.customer_email:  # a hand-off with an address to reply to: a person takes it
         apply_event(session, ticket, "escalated", SYSTEM, first_response_hours=first_response_hours)
     session.add(TicketAnswer(

@@ -109,7 +109,8 @@ def ask():
         return render_template("help/index.html", description=description, email=email, error=error,
                                categories=_categories()), 400
     secret, digest = new_ticket_secret()
-    ticket_id = answer_ticket(runtime(), runtime().chat, ticket_fields(description), secret_sha256=digest)
+    ticket_id = answer_ticket(runtime(), runtime().chat, ticket_fields(description), secret_sha256=digest,
+                              channel="web")
     if person:
         _escalate(ticket_id, secret, email, asked_for_person=True)
         db().commit()
