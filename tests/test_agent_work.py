@@ -140,8 +140,9 @@ def test_an_answered_ticket_stays_out_of_the_queues(seeded, client):
 
 def test_queues_sort_by_due_time_and_assign_to_me_moves_a_ticket_to_mine(seeded, client, agent_client, session):
     first, second = _escalated_ticket(client), _escalated_ticket(client)
-    session.execute(sa.update(Ticket).where(Ticket.id == first).values(due_at=sa.func.now() + sa.text("'1 hour'::interval")))
-    session.execute(sa.update(Ticket).where(Ticket.id == second).values(due_at=sa.func.now() - sa.text("'1 hour'::interval")))
+    hour = sa.text("'1 hour'::interval")
+    session.execute(sa.update(Ticket).where(Ticket.id == first).values(due_at=sa.func.now() + hour))
+    session.execute(sa.update(Ticket).where(Ticket.id == second).values(due_at=sa.func.now() - hour))
     session.commit()
     unassigned = client.get("/api/tickets?queue=unassigned").get_json()["tickets"]
     assert [t["id"] for t in unassigned][:2] == [second, first]

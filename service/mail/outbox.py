@@ -99,7 +99,8 @@ def _email(settings: Settings, row: MailOutbox) -> EmailMessage:
                        references=row.references, auto_submitted=row.auto_submitted)
 
 
-DUE = (sa.select(MailOutbox).where(MailOutbox.sent_at.is_(None), MailOutbox.next_attempt_at <= sa.func.clock_timestamp())
+DUE = (sa.select(MailOutbox)
+       .where(MailOutbox.sent_at.is_(None), MailOutbox.next_attempt_at <= sa.func.clock_timestamp())
        .order_by(MailOutbox.next_attempt_at, MailOutbox.id).limit(1).with_for_update(skip_locked=True))
 
 

@@ -22,7 +22,7 @@ def signature(secret: str, body: bytes) -> str:
 
 
 def check_signature(body: bytes) -> None:
-    """401 unless X-Signature is the body's HMAC under INBOUND_EMAIL_SECRET (404 while no secret is set: the endpoint is off)."""
+    """401 unless X-Signature is the body's HMAC under INBOUND_EMAIL_SECRET (404 while none is set: it is off)."""
     secret = runtime().settings.inbound_email_secret
     if not secret:
         raise ApiError(404, "inbound_email_disabled", "inbound e-mail is off: set INBOUND_EMAIL_SECRET to accept it")

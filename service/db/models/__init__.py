@@ -1,7 +1,8 @@
 """Tables, declared once by aggregate; migrations/ creates the same schema (a test compares them).
 
 Import from here (``from service.db.models import Article``); the submodules split the tables by aggregate:
-``base`` (declarative base, column types, app state), ``knowledge``, ``tickets``, ``accounts``, ``agents`` (thread, states, drafts, outbox).
+``base`` (declarative base, column types, app state), ``knowledge``, ``tickets``, ``accounts``,
+``agents`` (thread, transitions, drafts, outbox, canned replies).
 """
 
 from service.db.models.accounts import ROLES, TOKEN_NAME_MAX, USERNAME_MAX, AdminUser, ApiToken, RateLimitCounter
@@ -40,7 +41,8 @@ from service.db.models.tickets import (
 
 __all__ = [
     "ANSWER_MODES", "CHANNELS", "MESSAGE_KINDS", "ROLES", "WORK_STATES",
-    "CannedReply", "MailOutbox", "TicketDraft", "TicketMessage", "TicketTransition", "CATEGORY_MAX", "CONTENT_MAX", "ESCALATION_REASONS", "IMPORTANCE_MAX", "IMPORTANCE_MIN",
+    "CannedReply", "MailOutbox", "TicketDraft", "TicketMessage", "TicketTransition",
+    "CATEGORY_MAX", "CONTENT_MAX", "ESCALATION_REASONS", "IMPORTANCE_MAX", "IMPORTANCE_MIN",
     "SECTION_KINDS", "TICKET_STATUSES", "TITLE_MAX", "TOKEN_NAME_MAX", "USERNAME_MAX",
     "AdminUser", "AnswerFeedback", "ApiToken", "AppState", "Article", "ArticleSection", "Base", "BinaryVector",
     "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation", "VectorCluster",
