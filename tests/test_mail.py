@@ -59,6 +59,8 @@ def test_a_new_ticket_and_an_agent_reply_arrive_threaded_with_the_secret_link(ma
     assert ack["To"] == "alice@example.com" and ack["Auto-Submitted"] == "auto-replied"
     assert f"/help/tickets/{ticket_id}?key={secret}" in ack.get_content()
     token = re.fullmatch(r"support\+(.+)@example\.com", ack["Reply-To"]).group(1)
+    kept = mailing.sessions().scalars(sa.select(MailOutbox.body).where(MailOutbox.ticket_id == ticket_id)).all()
+    assert kept and not any(secret in body for body in kept)  # the secret link is not kept once sent
     reply = client.post(f"/api/tickets/{ticket_id}/replies", json={"body": "We ship to Earth only."})
     assert reply.get_json()["message"]["email"] == "queued"
     assert deliver(mailing).sent == 1

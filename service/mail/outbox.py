@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 BACKOFF_BASE_SECONDS, BACKOFF_MAX_SECONDS = 15, 3600
 REFERENCES_MAX = 20
 MAIL_LOCK_KEY = 0x5375_7070_6D61_696C  # pg advisory lock: one sending worker per deployment
+SENT_ACKNOWLEDGEMENT = "(sent; the text is not kept because it carried the ticket's secret link)"
 
 
 class Transport(Protocol):
@@ -121,6 +122,8 @@ def _deliver_one(session: Session, settings: Settings, transport: Transport) -> 
         log.warning("sending e-mail %s failed (attempt %s): %s", row.id, row.attempts, row.last_error)
         return False
     row.sent_at, row.last_error = sa.func.clock_timestamp(), None
+    if row.auto_submitted:  # the acknowledgement carried the ticket's secret link: do not keep it once delivered
+        row.body = SENT_ACKNOWLEDGEMENT
     return True
 
 

@@ -60,6 +60,7 @@ LIMITED_ENDPOINTS = {
     "help.ask": ("tickets", "rate_limit_tickets"),
     "help.solved": ("feedback", "rate_limit_feedback"),
     "help.escalate": ("feedback", "rate_limit_feedback"),
+    "help.follow_up": ("tickets", "rate_limit_tickets"),  # a follow-up is a new message for an agent
 }
 
 
