@@ -1,7 +1,7 @@
 """Tables, declared once by aggregate; migrations/ creates the same schema (a test compares them).
 
 Import from here (``from service.db.models import Article``); the submodules split the tables by aggregate:
-``base`` (declarative base, column types, app state), ``knowledge``, ``tickets``, ``accounts``.
+``base`` (declarative base, column types, app state), ``knowledge``, ``tickets``, ``accounts``, ``learning``.
 """
 
 from service.db.models.accounts import TOKEN_NAME_MAX, USERNAME_MAX, AdminUser, ApiToken, RateLimitCounter
@@ -18,6 +18,16 @@ from service.db.models.knowledge import (
     SynonymGroup,
     VectorCluster,
 )
+from service.db.models.learning import (
+    CANDIDATE_ACTIONS,
+    CANDIDATE_SOURCES,
+    CANDIDATE_STATUSES,
+    IMPORTANCE_CHANGE_REASONS,
+    PROPOSAL_STATUSES,
+    ArticleCandidate,
+    ImportanceChange,
+    ImportanceProposal,
+)
 from service.db.models.tickets import (
     ANSWER_MODES,
     ESCALATION_REASONS,
@@ -29,6 +39,8 @@ from service.db.models.tickets import (
 )
 
 __all__ = [
+    "CANDIDATE_ACTIONS", "CANDIDATE_SOURCES", "CANDIDATE_STATUSES", "IMPORTANCE_CHANGE_REASONS", "PROPOSAL_STATUSES",
+    "ArticleCandidate", "ImportanceChange", "ImportanceProposal",
     "ANSWER_MODES", "CATEGORY_MAX", "CONTENT_MAX", "ESCALATION_REASONS", "IMPORTANCE_MAX", "IMPORTANCE_MIN",
     "SECTION_KINDS", "TICKET_STATUSES", "TITLE_MAX", "TOKEN_NAME_MAX", "USERNAME_MAX",
     "AdminUser", "AnswerFeedback", "ApiToken", "AppState", "Article", "ArticleSection", "Base", "BinaryVector",
