@@ -119,6 +119,12 @@ class Settings:
     query_cache_size: int = 1024
     search_index_min_rows: int = 10_000
     search_walk_budget: int = 20_000
+    # The knowledge loop (README "Learning from tickets").
+    importance_window_days: int = 30
+    importance_min_outcomes: int = 5
+    importance_max_step: float = 0.25
+    candidate_dedup_threshold: float = 0.70
+    candidate_also_asked_threshold: float = 0.70
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -183,6 +189,11 @@ class Settings:
             query_cache_size=_int(env, "QUERY_CACHE_SIZE", 1024),
             search_index_min_rows=_int(env, "SEARCH_INDEX_MIN_ROWS", 10_000),
             search_walk_budget=_int(env, "SEARCH_WALK_BUDGET", 20_000),
+            importance_window_days=_int(env, "IMPORTANCE_WINDOW_DAYS", 30),
+            importance_min_outcomes=_int(env, "IMPORTANCE_MIN_OUTCOMES", 5),
+            importance_max_step=_float(env, "IMPORTANCE_MAX_STEP", 0.25),
+            candidate_dedup_threshold=_float(env, "CANDIDATE_DEDUP_THRESHOLD", 0.70),
+            candidate_also_asked_threshold=_float(env, "CANDIDATE_ALSO_ASKED_THRESHOLD", 0.70),
         )
         settings.validate()
         return settings
@@ -227,6 +238,12 @@ class Settings:
             raise ConfigError("DATABASE_POOL_SIZE must be at least 1")
         if self.query_cache_size < 0 or self.search_index_min_rows < 0 or self.search_walk_budget < 0:
             raise ConfigError("QUERY_CACHE_SIZE, SEARCH_INDEX_MIN_ROWS and SEARCH_WALK_BUDGET must not be negative")
+        if not 1 <= self.importance_window_days <= 3650 or self.importance_min_outcomes < 1:
+            raise ConfigError("IMPORTANCE_WINDOW_DAYS must be 1-3650 and IMPORTANCE_MIN_OUTCOMES at least 1")
+        if not 0 < self.importance_max_step <= 2:
+            raise ConfigError("IMPORTANCE_MAX_STEP must be above 0 and at most 2")
+        if not (-1 <= self.candidate_dedup_threshold <= 1 and -1 <= self.candidate_also_asked_threshold <= 1):
+            raise ConfigError("CANDIDATE_DEDUP_THRESHOLD and CANDIDATE_ALSO_ASKED_THRESHOLD must be between -1 and 1")
         if not 0 <= self.port <= 65535:
             raise ConfigError("PORT must be between 0 and 65535")
 
