@@ -19,6 +19,7 @@ from service.web.api import api, health
 from service.web.errors import register_error_handlers
 from service.web.headers import add_security_headers
 from service.web.help.pages import help_pages, help_root
+from service.web.learning import learning_api
 from service.web.limits import enforce_rate_limits
 from service.web.openapi import openapi, refuse_unknown_query_parameters
 from service.web.requests import check_query_string
@@ -45,6 +46,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.extensions["supportrag"] = runtime
     app.register_blueprint(api)
     app.register_blueprint(tickets_api)
+    app.register_blueprint(learning_api)
     app.register_blueprint(health)
     app.register_blueprint(admin_api)
     app.register_blueprint(admin)
