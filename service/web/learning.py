@@ -129,9 +129,12 @@ def proposals_refresh():
 
 @learning_api.get("/importance-proposals/<int:proposal_id>/preview")
 def proposals_preview(proposal_id: int):
-    """The what-if ranking for the questions that produced the proposal, at the proposed importance."""
+    """The what-if ranking at the proposed importance for the questions that produced the proposal
+    (``?question=`` adds one of your own first)."""
     proposal = get_proposal(db(), proposal_id)
     questions = [q["question"] for q in proposal.evidence.get("questions", [])]
+    if request.args.get("question", "").strip():
+        questions = [request.args["question"], *questions]
     what_ifs = what_if_for_questions(db(), runtime(), proposal.article_id, proposal.proposed_importance, questions)
     return jsonify({"proposal_id": proposal.id, "article_id": proposal.article_id,
                     "proposed_importance": proposal.proposed_importance,

@@ -12,6 +12,7 @@ from flask import Blueprint, Response, current_app, jsonify, render_template, re
 
 from service.config import Settings
 from service.db.models import CANDIDATE_STATUSES, PROPOSAL_STATUSES
+from service.validation import QUERY_MAX
 from service.web.access import PUBLIC_ENDPOINTS, is_public
 from service.web.errors import ApiError
 from service.web.openapi_schemas import SCHEMAS, ref
@@ -97,7 +98,8 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
      "Recount outcomes over the window and store the rule's proposals", None, ("200", "ProposalList"), []),
     ("/api/importance-proposals/{proposal_id}/preview", "get", "learning_api.proposals_preview",
      "What-if ranking at the proposed importance for the questions behind it", None, ("200", "ProposalPreview"),
-     [_path_id("proposal_id")]),
+     [_path_id("proposal_id"), _query("question", {"type": "string", "maxLength": QUERY_MAX,
+                                                   "pattern": QUERY_TEXT_PATTERN}, "a question of your own too")]),
     ("/api/importance-proposals/{proposal_id}/apply", "post", "learning_api.proposals_apply",
      "Apply a pending proposal through the importance update (audited)", None, ("200", "ProposalApplied"),
      [_path_id("proposal_id")]),
