@@ -279,3 +279,55 @@ def test_the_admin_slider_is_audited_as_manual_with_the_admin(seeded, admin_clie
 def first_article_id(runtime) -> int:
     with runtime.session() as session:
         return session.scalar(sa.select(Article.id).order_by(Article.id).limit(1))
+
+
+def _solved_wrap_questions(client, anonymous_client, runtime) -> int:
+    """Five solved answers citing the wrapping article and five escalated ones citing the messages one."""
+    wrap, messages = _add(client, GIFT_WRAP), _add(client, GIFT_MESSAGES)
+    for question in WRAP_QUESTIONS:
+        _ask_and(anonymous_client, runtime, question, "solved", wrap)
+    for question in MESSAGE_QUESTIONS:
+        _ask_and(anonymous_client, runtime, question, "escalated", messages)
+    return wrap
+
+
+def test_the_importance_page_shows_evidence_and_what_if_and_applies_through_the_audited_update(
+        seeded, client, anonymous_client, admin_client, runtime):
+    wrap = _solved_wrap_questions(client, anonymous_client, runtime)
+    page = admin_client.get("/admin/importance").get_data(as_text=True)
+    assert "No pending proposals" in page
+    response = post_form(admin_client, "/admin/importance/refresh", page)
+    assert response.status_code == 302
+    page = admin_client.get("/admin/importance").get_data(as_text=True)
+    assert "Gift wrapping and gift messages</a>:" in page and "1.00 → <strong>1.25</strong>" in page
+    assert "5 solved, 0 escalated" in page and WRAP_QUESTIONS[-1] in page and "Rank at 1.25" in page
+    proposal_id = client.get("/api/importance-proposals").get_json()["proposals"][0]["id"]
+    response = post_form(admin_client, f"/admin/importance/{proposal_id}/apply", page)
+    assert response.status_code == 302
+    page = admin_client.get("/admin/importance").get_data(as_text=True)
+    assert "importance 1 → 1.25" in page and "applied" in page
+    article_page = admin_client.get(f"/admin/articles/{wrap}").get_data(as_text=True)
+    assert f"proposal {proposal_id}" in article_page and "admin:lead" in article_page
+    assert "1.00 → 1.25" in article_page
+
+
+def test_the_candidates_page_approves_an_edited_candidate(seeded, client, anonymous_client, admin_client,
+                                                          runtime):
+    ticket_id = _handed_off(anonymous_client, PICKUP_QUESTION)
+    with runtime.session() as session:
+        candidate = propose_candidate(session, embedder=runtime.embedder, settings=runtime.settings,
+                                      ticket_id=ticket_id, question=PICKUP_QUESTION,
+                                      reply_bodies=[PICKUP_REPLY.format(ticket=ticket_id)])
+    page = admin_client.get("/admin/candidates").get_data(as_text=True)
+    assert PICKUP_QUESTION in page and "[phone]" in page and "sam.agent@example.com" not in page
+    response = post_form(admin_client, f"/admin/candidates/{candidate.id}/approve", page,
+                         title="Collecting an order from the warehouse", content="Choose Warehouse pickup.",
+                         category="")
+    assert response.status_code == 302
+    page = admin_client.get("/admin/candidates").get_data(as_text=True)
+    assert "Published “Collecting an order from the warehouse” (embedded)." in page
+    found = client.post("/api/search", json={"query": "warehouse pickup", "limit": 1}).get_json()["results"]
+    assert found[0]["title"] == "Collecting an order from the warehouse"
+    # A second decision on the same candidate is refused with a message, not an error page.
+    response = post_form(admin_client, f"/admin/candidates/{candidate.id}/reject", page)
+    assert "is approved, not pending" in admin_client.get(response.headers["Location"]).get_data(as_text=True)

@@ -14,6 +14,7 @@ from service.web.access import init_access
 from service.web.admin.api import admin_api
 from service.web.admin.dashboard import admin_dashboard
 from service.web.admin.importing import admin_import
+from service.web.admin.learning import admin_learning
 from service.web.admin.pages import admin
 from service.web.api import api, health
 from service.web.errors import register_error_handlers
@@ -51,6 +52,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.register_blueprint(admin_api)
     app.register_blueprint(admin)
     app.register_blueprint(admin_import)
+    app.register_blueprint(admin_learning)
     app.register_blueprint(admin_dashboard)
     app.register_blueprint(help_pages)
     app.register_blueprint(help_root)
