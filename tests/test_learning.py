@@ -295,7 +295,7 @@ def test_the_importance_page_shows_evidence_and_what_if_and_applies_through_the_
         seeded, client, anonymous_client, admin_client, runtime):
     wrap = _solved_wrap_questions(client, anonymous_client, runtime)
     page = admin_client.get("/admin/importance").get_data(as_text=True)
-    assert "No pending proposals" in page
+    assert "No pending proposals" in page and 'aria-current="page">Importance</a>' in page  # with the nav
     response = post_form(admin_client, "/admin/importance/refresh", page)
     assert response.status_code == 302
     page = admin_client.get("/admin/importance").get_data(as_text=True)

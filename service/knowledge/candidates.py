@@ -101,6 +101,11 @@ class CandidateView:
                 "decided_at": self.decided_at.isoformat() if self.decided_at else None, "decided_by": self.decided_by}
 
 
+def dedup_text(title: str, body: str) -> str:
+    """What is compared with the sections: title and body, as a section is embedded (title, then text)."""
+    return f"{title}\n\n{body}"
+
+
 def nearest_section(session: Session, vector: np.ndarray, model: str) -> NearestSection | None:
     """The most similar text section of the active model, or None in an empty knowledge base."""
     row = session.execute(NEAREST_SECTION_SQL, {"vector": vector, "model": model}).one_or_none()
@@ -150,7 +155,7 @@ def propose_candidate(session: Session, *, embedder: Embedder, settings: Setting
     title, body, source, note = _draft(candidate_title(scrub_personal_data(question, ticket_id=ticket_id)),
                                        replies, chat)
     title, body = scrub_personal_data(title, ticket_id=ticket_id), scrub_personal_data(body, ticket_id=ticket_id)
-    candidate_vector, question_vector = embed_padded(embedder, [f"{title}\n\n{body}", title])
+    candidate_vector, question_vector = embed_padded(embedder, [dedup_text(title, body), title])
     nearest = nearest_section(session, candidate_vector, embedder.model_name)
     decision = decide_dedup(nearest.similarity if nearest else None, settings.candidate_dedup_threshold)
     candidate = ArticleCandidate(

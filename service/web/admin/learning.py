@@ -22,10 +22,12 @@ from service.knowledge.importance import (
 )
 from service.retrieval.what_if import what_if_for_questions
 from service.validation import ValidationError
+from service.web.admin.pages import nav_context
 from service.web.learning import actor
 from service.web.requests import db, runtime
 
 admin_learning = Blueprint("admin_learning", __name__, url_prefix="/admin")
+admin_learning.context_processor(nav_context)
 RECENT = 10
 
 
