@@ -123,8 +123,8 @@ class Settings:
     importance_window_days: int = 30
     importance_min_outcomes: int = 5
     importance_max_step: float = 0.25
-    candidate_dedup_threshold: float = 0.70
-    candidate_also_asked_threshold: float = 0.70
+    candidate_dedup_threshold: float = 0.62  # tuned on the dev set: bench/dedup_threshold.py
+    candidate_also_asked_threshold: float = 0.60  # likewise
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -192,8 +192,8 @@ class Settings:
             importance_window_days=_int(env, "IMPORTANCE_WINDOW_DAYS", 30),
             importance_min_outcomes=_int(env, "IMPORTANCE_MIN_OUTCOMES", 5),
             importance_max_step=_float(env, "IMPORTANCE_MAX_STEP", 0.25),
-            candidate_dedup_threshold=_float(env, "CANDIDATE_DEDUP_THRESHOLD", 0.70),
-            candidate_also_asked_threshold=_float(env, "CANDIDATE_ALSO_ASKED_THRESHOLD", 0.70),
+            candidate_dedup_threshold=_float(env, "CANDIDATE_DEDUP_THRESHOLD", 0.62),
+            candidate_also_asked_threshold=_float(env, "CANDIDATE_ALSO_ASKED_THRESHOLD", 0.60),
         )
         settings.validate()
         return settings

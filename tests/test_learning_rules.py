@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from service.config import ConfigError, Settings
 from service.knowledge.importance_rule import (
     OutcomeCounts,
     RuleSettings,
@@ -179,3 +180,25 @@ def test_the_what_if_says_why_when_the_article_has_no_breakdown():
     note = "not embedded with the active model, so search never returns it"
     what_if = rank_with_importance(_preview([_row(1, 0.8)], {"id": 2, "relevance": None, "note": note}), 2, 1.5)
     assert (what_if.rank_then, what_if.note) == (None, note)
+
+
+@pytest.mark.parametrize("env, problem", [
+    ({"IMPORTANCE_WINDOW_DAYS": "0"}, "IMPORTANCE_WINDOW_DAYS"),
+    ({"IMPORTANCE_MIN_OUTCOMES": "0"}, "IMPORTANCE_MIN_OUTCOMES"),
+    ({"IMPORTANCE_MAX_STEP": "0"}, "IMPORTANCE_MAX_STEP"),
+    ({"IMPORTANCE_MAX_STEP": "2.5"}, "IMPORTANCE_MAX_STEP"),
+    ({"CANDIDATE_DEDUP_THRESHOLD": "1.5"}, "CANDIDATE_DEDUP_THRESHOLD"),
+    ({"CANDIDATE_ALSO_ASKED_THRESHOLD": "-2"}, "CANDIDATE_ALSO_ASKED_THRESHOLD"),
+])
+def test_knowledge_loop_settings_out_of_range_are_refused(env, problem):
+    with pytest.raises(ConfigError, match=problem):
+        Settings.from_env(env)
+
+
+def test_knowledge_loop_settings_come_from_the_environment():
+    settings = Settings.from_env({"IMPORTANCE_WINDOW_DAYS": "7", "IMPORTANCE_MIN_OUTCOMES": "3",
+                                  "IMPORTANCE_MAX_STEP": "0.1", "CANDIDATE_DEDUP_THRESHOLD": "0.8",
+                                  "CANDIDATE_ALSO_ASKED_THRESHOLD": "0.75"})
+    assert (settings.importance_window_days, settings.importance_min_outcomes, settings.importance_max_step,
+            settings.candidate_dedup_threshold, settings.candidate_also_asked_threshold) == (7, 3, 0.1, 0.8, 0.75)
+    assert (Settings().candidate_dedup_threshold, Settings().importance_min_outcomes) == (0.62, 5)
