@@ -331,3 +331,17 @@ def test_the_candidates_page_approves_an_edited_candidate(seeded, client, anonym
     # A second decision on the same candidate is refused with a message, not an error page.
     response = post_form(admin_client, f"/admin/candidates/{candidate.id}/reject", page)
     assert "is approved, not pending" in admin_client.get(response.headers["Location"]).get_data(as_text=True)
+
+
+def test_a_reimported_file_that_names_a_new_importance_is_audited_as_import(session, local_embedder, tmp_path):
+    from service.knowledge.audit import importance_history
+    from service.knowledge.importer import import_path
+
+    page = tmp_path / "gift-cards.md"
+    page.write_text("---\ntitle: Gift cards\nimportance: 1.0\n---\n\nCheck the balance under Account > Gift cards.")
+    import_path(session, local_embedder, tmp_path)
+    page.write_text("---\ntitle: Gift cards\nimportance: 1.5\n---\n\nCheck the balance under Account > Gift cards.")
+    import_path(session, local_embedder, tmp_path)
+    article_id = session.scalar(sa.select(Article.id).where(Article.title == "Gift cards"))
+    assert [(c.reason, c.old_importance, c.new_importance) for c in importance_history(session, article_id)] == \
+        [("import", 1.0, 1.5)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
 from service.knowledge.candidates import (
     CandidateConflict,
@@ -59,9 +59,11 @@ def importance_refresh():
     return redirect(url_for("admin_learning.importance"))
 
 
-@admin_learning.post("/importance/<int:proposal_id>/<any(apply, dismiss):decision>")
+@admin_learning.post("/importance/<int:proposal_id>/<decision>")
 def importance_decide(proposal_id: int, decision: str):
     """Apply (through the audited importance update) or dismiss one proposal."""
+    if decision not in ("apply", "dismiss"):
+        abort(404)
     try:
         if decision == "apply":
             done = apply_proposal(db(), runtime().embedder, proposal_id, actor=actor())
@@ -95,9 +97,11 @@ def _edits(*names: str) -> dict[str, str | None]:
     return edits
 
 
-@admin_learning.post("/candidates/<int:candidate_id>/<any(approve, merge, reject):decision>")
+@admin_learning.post("/candidates/<int:candidate_id>/<decision>")
 def candidates_decide(candidate_id: int, decision: str):
     """Approve as a new article (with edits), merge into the target section, or reject."""
+    if decision not in ("approve", "merge", "reject"):
+        abort(404)
     try:
         if decision == "approve":
             _, article = approve_candidate(db(), runtime().embedder, candidate_id,
