@@ -72,6 +72,24 @@ def _ask_and(anonymous_client, runtime, question: str, outcome: str, expect_cite
     assert response.status_code == 303
 
 
+RECORD_OUTCOME = sa.text("""
+WITH t AS (
+    INSERT INTO tickets (subject, body, status, resolved_at, escalated_at)
+    VALUES (:question, :question, 'answered', CASE WHEN :solved THEN now() END, CASE WHEN NOT :solved THEN now() END)
+    RETURNING id
+)
+INSERT INTO ticket_citations (ticket_id, article_id, article_title, rank, cited, recency, importance, score)
+SELECT t.id, :article, 'cited', 1, true, 1, 1, 1 FROM t
+""")
+
+
+def _record(runtime, article_id: int, questions: list[str], *, solved: bool) -> None:
+    """Answers citing the article, marked solved or escalated (written directly: the e2e test asks for real)."""
+    with runtime.session() as session:
+        for question in questions:
+            session.execute(RECORD_OUTCOME, {"question": question, "solved": solved, "article": article_id})
+
+
 def _rank(client, query: str, article_id: int) -> tuple[int, float]:
     results = client.post("/api/search", json={"query": query, "limit": 5}).get_json()["results"]
     position = next(i for i, r in enumerate(results, start=1) if r["id"] == article_id)
@@ -124,15 +142,10 @@ def test_outcomes_propose_importance_with_evidence_and_applying_changes_the_rank
     assert client.get(f"/api/articles/{messages}/importance-changes").get_json()["changes"] == []
 
 
-def test_a_proposal_made_before_a_manual_change_is_refused_and_recounting_replaces_it(seeded, client,
-                                                                                      anonymous_client, runtime):
-    wrap = _add(client, GIFT_WRAP)
-    _add(client, GIFT_MESSAGES)
-    for question in WRAP_QUESTIONS:
-        _ask_and(anonymous_client, runtime, question, "solved", wrap)
-    # Below the knowledge base's mean needs other outcomes: one escalated answer on another article.
-    _ask_and(anonymous_client, runtime, MESSAGE_QUESTIONS[0], "escalated",
-             client.get("/api/articles?per_page=1").get_json()["articles"][0]["id"])
+def test_a_proposal_made_before_a_manual_change_is_refused_and_recounting_replaces_it(seeded, client, runtime):
+    wrap, messages = _add(client, GIFT_WRAP), _add(client, GIFT_MESSAGES)
+    _record(runtime, wrap, WRAP_QUESTIONS, solved=True)
+    _record(runtime, messages, MESSAGE_QUESTIONS[:1], solved=False)  # a mean below 100 %
     first = client.post("/api/importance-proposals/refresh").get_json()["proposals"][0]
     assert client.patch(f"/api/articles/{wrap}", json={"importance": 1.5}).status_code == 200
     assert_error(client.post(f"/api/importance-proposals/{first['id']}/apply"), 409, "conflict")
@@ -281,19 +294,17 @@ def first_article_id(runtime) -> int:
         return session.scalar(sa.select(Article.id).order_by(Article.id).limit(1))
 
 
-def _solved_wrap_questions(client, anonymous_client, runtime) -> int:
+def _solved_wrap_questions(client, runtime) -> int:
     """Five solved answers citing the wrapping article and five escalated ones citing the messages one."""
     wrap, messages = _add(client, GIFT_WRAP), _add(client, GIFT_MESSAGES)
-    for question in WRAP_QUESTIONS:
-        _ask_and(anonymous_client, runtime, question, "solved", wrap)
-    for question in MESSAGE_QUESTIONS:
-        _ask_and(anonymous_client, runtime, question, "escalated", messages)
+    _record(runtime, wrap, WRAP_QUESTIONS, solved=True)
+    _record(runtime, messages, MESSAGE_QUESTIONS, solved=False)
     return wrap
 
 
 def test_the_importance_page_shows_evidence_and_what_if_and_applies_through_the_audited_update(
-        seeded, client, anonymous_client, admin_client, runtime):
-    wrap = _solved_wrap_questions(client, anonymous_client, runtime)
+        seeded, client, admin_client, runtime):
+    wrap = _solved_wrap_questions(client, runtime)
     page = admin_client.get("/admin/importance").get_data(as_text=True)
     assert "No pending proposals" in page and 'aria-current="page">Importance</a>' in page  # with the nav
     response = post_form(admin_client, "/admin/importance/refresh", page)
