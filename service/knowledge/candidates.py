@@ -7,7 +7,7 @@ Use cases take a session and never commit. ``propose_candidate`` is the one entr
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -90,7 +90,6 @@ class CandidateView:
     created_at: datetime
     decided_at: datetime | None = None
     decided_by: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
