@@ -130,6 +130,12 @@ class Settings:
     mail_from: str = "support@localhost"
     mail_reply_to: str | None = None  # e.g. support+{token}@example.com
     inbound_email_secret: str | None = field(default=None, repr=False)
+    # The knowledge loop (README "Learning from tickets").
+    importance_window_days: int = 30
+    importance_min_outcomes: int = 5
+    importance_max_step: float = 0.25
+    candidate_dedup_threshold: float = 0.62  # tuned on the dev set: bench/dedup_threshold.py
+    candidate_also_asked_threshold: float = 0.60  # likewise
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -204,6 +210,11 @@ class Settings:
             mail_from=env.get("MAIL_FROM") or "support@localhost",
             mail_reply_to=env.get("MAIL_REPLY_TO") or None,
             inbound_email_secret=env.get("INBOUND_EMAIL_SECRET") or None,
+            importance_window_days=_int(env, "IMPORTANCE_WINDOW_DAYS", 30),
+            importance_min_outcomes=_int(env, "IMPORTANCE_MIN_OUTCOMES", 5),
+            importance_max_step=_float(env, "IMPORTANCE_MAX_STEP", 0.25),
+            candidate_dedup_threshold=_float(env, "CANDIDATE_DEDUP_THRESHOLD", 0.62),
+            candidate_also_asked_threshold=_float(env, "CANDIDATE_ALSO_ASKED_THRESHOLD", 0.60),
         )
         settings.validate()
         return settings
@@ -254,6 +265,12 @@ class Settings:
             raise ConfigError("MAIL_REPLY_TO must contain {token} once, e.g. support+{token}@example.com")
         if any(c in (self.mail_from + (self.mail_reply_to or "")) for c in "\r\n"):
             raise ConfigError("MAIL_FROM and MAIL_REPLY_TO must be one line")
+        if not 1 <= self.importance_window_days <= 3650 or self.importance_min_outcomes < 1:
+            raise ConfigError("IMPORTANCE_WINDOW_DAYS must be 1-3650 and IMPORTANCE_MIN_OUTCOMES at least 1")
+        if not 0 < self.importance_max_step <= 2:
+            raise ConfigError("IMPORTANCE_MAX_STEP must be above 0 and at most 2")
+        if not (-1 <= self.candidate_dedup_threshold <= 1 and -1 <= self.candidate_also_asked_threshold <= 1):
+            raise ConfigError("CANDIDATE_DEDUP_THRESHOLD and CANDIDATE_ALSO_ASKED_THRESHOLD must be between -1 and 1")
         if not 0 <= self.port <= 65535:
             raise ConfigError("PORT must be between 0 and 65535")
 

@@ -9,6 +9,7 @@ import pytest
 import schemathesis
 
 from service.web.api import ARTICLE_FIELDS, SEARCH_FIELDS
+from service.web.learning import EDIT_FIELDS
 from service.web.tickets import FEEDBACK_FIELDS, TICKET_FIELDS
 
 from .helpers import assert_error
@@ -49,6 +50,7 @@ def test_the_description_is_a_valid_openapi_document(anonymous_client):
     ("ArticleCreate", ARTICLE_FIELDS), ("ArticleUpdate", ARTICLE_FIELDS), ("SearchRequest", SEARCH_FIELDS),
     ("TicketCreate", TICKET_FIELDS), ("FeedbackCreate", FEEDBACK_FIELDS),
     ("PreviewRequest", ("query", "limit", "article_id")),
+    ("CandidateApprove", EDIT_FIELDS), ("CandidateMerge", ("content",)),
 ])
 def test_request_bodies_list_exactly_the_accepted_fields_and_refuse_others(anonymous_client, schema_name, accepted):
     schema = anonymous_client.get("/api/openapi.json").get_json()["components"]["schemas"][schema_name]

@@ -7,7 +7,7 @@ import logging
 
 import click
 
-from service.cli import accounts, knowledge, mail, synonyms, tickets
+from service.cli import accounts, knowledge, learning, mail, synonyms, tickets
 from service.cli.context import CliGroup, connect, connect_bare
 from service.db.migrate import current_revision, downgrade_database, upgrade_database
 from service.knowledge.clusters import rewrite_vector_tables, train_clusters, vacuum_vector_tables
@@ -71,7 +71,7 @@ def seed() -> None:
 
 for command in (knowledge.add, knowledge.import_command, knowledge.search, knowledge.stats, knowledge.reembed,
                 knowledge.eval_command, tickets.ask, tickets.gaps, accounts.admin, accounts.token, synonyms.synonyms,
-                mail.mail):
+                mail.mail, learning.candidates, learning.importance):
     main.add_command(command)
 
 

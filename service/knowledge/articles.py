@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from service.db.models import Article, ArticleSection
+from service.knowledge.audit import ImportanceCause, record_importance_change
 from service.knowledge.indexing import IndexInput, index_articles
 from service.providers.embeddings import Embedder, EmbeddingError
 from service.validation import clean_article_fields
@@ -117,13 +118,20 @@ def get_article(session: Session, article_id: int, active_model: str) -> StoredA
 
 
 def update_article(session: Session, embedder: Embedder, article_id: int,
-                   fields: dict[str, Any], *, source: ArticleSource | None = None) -> StoredArticle:
-    """Apply a partial change; text that changed (by hash) is re-embedded, importance alone is not."""
+                   fields: dict[str, Any], *, source: ArticleSource | None = None,
+                   cause: ImportanceCause | None = None) -> StoredArticle:
+    """Apply a partial change; text that changed (by hash) is re-embedded, importance alone is not.
+
+    A change of importance is written to the audit log with ``cause`` (default: the API, no actor).
+    """
     _check_id(article_id)
     cleaned = clean_article_fields(fields, partial=True)
     article = session.get(Article, article_id, with_for_update=True)
     if article is None:
         raise ArticleNotFound(article_id)
+    if "importance" in cleaned:
+        record_importance_change(session, article_id, article.importance, cleaned["importance"],
+                                 cause or ImportanceCause())
     for name, value in cleaned.items():
         setattr(article, name, value)
     if source is not None:

@@ -46,6 +46,7 @@ from sqlalchemy.orm import Session
 
 from service.db.models import Article
 from service.knowledge.articles import ArticleSource, bulk_add_articles, update_article
+from service.knowledge.audit import ImportanceCause
 from service.knowledge.sources import (
     MARKDOWN_SUFFIXES,
     ImportFailure,
@@ -136,7 +137,8 @@ def _store(session: Session, embedder: Embedder, entries: list[ParsedArticle | I
         row = existing.get(item.source)
         if row is not None and row.source_sha256 != item.sha256:
             stored = update_article(session, embedder, row.id, item.fields,
-                                    source=ArticleSource(item.source, item.sha256))
+                                    source=ArticleSource(item.source, item.sha256),
+                                    cause=ImportanceCause("import"))
             report.updated += 1
             report.pending += int(stored.embedding_status == "pending")
             tick(1)

@@ -29,8 +29,10 @@ class ChatModel(Protocol):
 
     model_name: str
 
-    def complete(self, messages: list[dict[str, str]]) -> ChatReply:
-        """Return the assistant's reply or raise LLMError."""
+    def complete(self, messages: list[dict[str, str]], *, temperature: float | None = None,
+                 json_object: bool = False) -> ChatReply:
+        """Return the assistant's reply or raise LLMError (``temperature``: instead of the configured one;
+        ``json_object``: ask for a JSON object)."""
 
 
 class OpenAIChatModel:
@@ -50,13 +52,16 @@ class OpenAIChatModel:
             max_retries=settings.llm_max_retries,
         )
 
-    def complete(self, messages: list[dict[str, str]]) -> ChatReply:
+    def complete(self, messages: list[dict[str, str]], *, temperature: float | None = None,
+                 json_object: bool = False) -> ChatReply:
         """One chat completion; every failure becomes LLMError."""
         started = time.perf_counter()
+        extra = {"response_format": {"type": "json_object"}} if json_object else {}
         try:
             response = self.client.chat.completions.create(
-                model=self.model_name, messages=messages, temperature=self.temperature,
-                max_tokens=self.max_tokens,
+                model=self.model_name, messages=messages,
+                temperature=self.temperature if temperature is None else temperature,
+                max_tokens=self.max_tokens, **extra,
             )
             text = response.choices[0].message.content
         except Exception as exc:  # the SDK raises many types; callers need one

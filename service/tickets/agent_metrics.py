@@ -12,7 +12,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-REPLACED_AT = 0.8
+from service.db.models import DRAFT_REPLACED_AT as REPLACED_AT
+
 
 # One pass over the period's replies and one over its tickets; percentiles in SQL, not in Python.
 DRAFTS_SQL = sa.text("""

@@ -15,6 +15,7 @@ from service.knowledge.articles import (
 )
 from service.retrieval.search import run_search
 from service.web.errors import ApiError
+from service.web.learning import importance_cause
 from service.web.requests import db, int_arg, json_body, page_count, runtime
 
 api = Blueprint("api", __name__, url_prefix="/api")
@@ -57,8 +58,10 @@ def articles_show(article_id: int):
 
 @api.patch("/articles/<int:article_id>")
 def articles_update(article_id: int):
-    """Change importance, title, content or category; changed text is re-embedded."""
-    article = update_article(db(), runtime().embedder, article_id, json_body(ARTICLE_FIELDS))
+    """Change importance, title, content or category; changed text is re-embedded; importance is audited
+    (``manual`` from the admin pages' slider, ``api`` from a token)."""
+    article = update_article(db(), runtime().embedder, article_id, json_body(ARTICLE_FIELDS),
+                             cause=importance_cause())
     db().commit()
     return jsonify({"article": article.to_dict()})
 

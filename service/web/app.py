@@ -16,12 +16,14 @@ from service.web.admin.dashboard import admin_dashboard
 from service.web.admin.importing import admin_import
 from service.web.admin.canned import canned
 from service.web.admin.inbox import inbox
+from service.web.admin.learning import admin_learning
 from service.web.admin.pages import admin
 from service.web.api import api, health
 from service.web.errors import register_error_handlers
 from service.web.headers import add_security_headers
 from service.web.help.pages import help_pages, help_root
 from service.web.inbound import inbound
+from service.web.learning import learning_api
 from service.web.limits import enforce_rate_limits
 from service.web.openapi import openapi, refuse_unknown_query_parameters
 from service.web.requests import check_query_string
@@ -48,10 +50,12 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.extensions["supportrag"] = runtime
     app.register_blueprint(api)
     app.register_blueprint(tickets_api)
+    app.register_blueprint(learning_api)
     app.register_blueprint(health)
     app.register_blueprint(admin_api)
     app.register_blueprint(admin)
     app.register_blueprint(admin_import)
+    app.register_blueprint(admin_learning)
     app.register_blueprint(admin_dashboard)
     app.register_blueprint(inbox)
     app.register_blueprint(canned)

@@ -11,6 +11,8 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, render_template, request
 
 from service.config import Settings
+from service.db.models import CANDIDATE_STATUSES, PROPOSAL_STATUSES
+from service.validation import QUERY_MAX
 from service.web.access import PUBLIC_ENDPOINTS, is_public
 from service.web.errors import ApiError
 from service.web.openapi_schemas import SCHEMAS, ref
@@ -22,6 +24,7 @@ ERROR_STATUSES = {
     "401": "needs an admin: send `Authorization: Bearer <token>`",
     "403": "the caller's role may not do this (an agent managing articles), or a CSRF failure",
     "404": "no such resource",
+    "409": "the candidate or proposal was already decided, or its article changed since",
     "413": "request body larger than SUPPORTRAG_MAX_REQUEST_BYTES",
     "415": "the body is not `Content-Type: application/json`",
     "429": "rate limited; see `Retry-After`",
@@ -100,6 +103,34 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
                              _query("limit", {"type": "integer", "minimum": 1, "maximum": 200}, "most groups")]),
     ("/api/admin/preview", "post", "admin_api.preview", "The ranking search gives, plus one article's breakdown",
      "PreviewRequest", ("200", "Preview"), []),
+    ("/api/article-candidates", "get", "learning_api.candidates_index", "Article candidates, newest first", None,
+     ("200", "CandidateList"), [_query("status", {"enum": ["all", *CANDIDATE_STATUSES]}, "default: pending")]),
+    ("/api/article-candidates/{candidate_id}", "get", "learning_api.candidates_show", "One article candidate",
+     None, ("200", "CandidateEnvelope"), [_path_id("candidate_id")]),
+    ("/api/article-candidates/{candidate_id}/approve", "post", "learning_api.candidates_approve",
+     "Publish a pending candidate (with edits) as a new article, searchable at once", "CandidateApprove",
+     ("200", "CandidatePublished"), [_path_id("candidate_id")]),
+    ("/api/article-candidates/{candidate_id}/merge", "post", "learning_api.candidates_merge",
+     "Add a pending candidate's text to its nearest existing section", "CandidateMerge",
+     ("200", "CandidatePublished"), [_path_id("candidate_id")]),
+    ("/api/article-candidates/{candidate_id}/reject", "post", "learning_api.candidates_reject",
+     "Reject a pending candidate", None, ("200", "CandidateEnvelope"), [_path_id("candidate_id")]),
+    ("/api/importance-proposals", "get", "learning_api.proposals_index", "Importance proposals with evidence",
+     None, ("200", "ProposalList"), [_query("status", {"enum": ["all", *PROPOSAL_STATUSES]}, "default: pending")]),
+    ("/api/importance-proposals/refresh", "post", "learning_api.proposals_refresh",
+     "Recount outcomes over the window and store the rule's proposals", None, ("200", "ProposalList"), []),
+    ("/api/importance-proposals/{proposal_id}/preview", "get", "learning_api.proposals_preview",
+     "What-if ranking at the proposed importance for the questions behind it", None, ("200", "ProposalPreview"),
+     [_path_id("proposal_id"), _query("question", {"type": "string", "maxLength": QUERY_MAX,
+                                                   "pattern": QUERY_TEXT_PATTERN}, "a question of your own too")]),
+    ("/api/importance-proposals/{proposal_id}/apply", "post", "learning_api.proposals_apply",
+     "Apply a pending proposal through the importance update (audited)", None, ("200", "ProposalApplied"),
+     [_path_id("proposal_id")]),
+    ("/api/importance-proposals/{proposal_id}/dismiss", "post", "learning_api.proposals_dismiss",
+     "Dismiss a pending proposal", None, ("200", "ProposalEnvelope"), [_path_id("proposal_id")]),
+    ("/api/articles/{article_id}/importance-changes", "get", "learning_api.importance_changes",
+     "The article's importance audit log: who, when, from → to, why", None, ("200", "ImportanceChanges"),
+     [_path_id("article_id")]),
     ("/api/openapi.json", "get", "openapi.spec", "This description", None, ("200", None), []),
     ("/api/docs", "get", "openapi.docs", "This description as a page", None, ("200", None), []),
 ]

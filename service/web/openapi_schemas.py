@@ -18,6 +18,11 @@ from service.db.models import (
     TICKET_STATUSES,
     TITLE_MAX,
     WORK_STATES,
+    CANDIDATE_ACTIONS,
+    CANDIDATE_SOURCES,
+    CANDIDATE_STATUSES,
+    IMPORTANCE_CHANGE_REASONS,
+    PROPOSAL_STATUSES,
 )
 from service.tickets.validation import BODY_MAX, COMMENT_MAX, EMAIL_MAX, SUBJECT_MAX
 from service.validation import QUERY_MAX, SEARCH_LIMIT_MAX
@@ -64,6 +69,55 @@ ARTICLE_FIELDS = {
     "importance": {"type": "number", "minimum": IMPORTANCE_MIN, "maximum": IMPORTANCE_MAX},
 }
 PAGE_FIELDS = {"page": INTEGER, "per_page": INTEGER, "total": INTEGER, "pages": INTEGER}
+
+IMPORTANCE = {"type": "number", "minimum": IMPORTANCE_MIN, "maximum": IMPORTANCE_MAX}
+DECIDED = {"created_at": TIMESTAMP, "decided_at": nullable(TIMESTAMP), "decided_by": nullable(STRING)}
+CANDIDATE = obj({
+    "id": INTEGER, "ticket_id": nullable(INTEGER), "status": {"enum": list(CANDIDATE_STATUSES)}, "title": STRING,
+    "body": STRING, "source": {"enum": list(CANDIDATE_SOURCES)}, "action": {"enum": list(CANDIDATE_ACTIONS)},
+    "target": nullable(obj({"article_id": INTEGER, "article_title": nullable(STRING),
+                            "heading_path": {"type": "array", "items": STRING}, "label": STRING,
+                            "similarity": nullable(NUMBER)}, ["article_id", "heading_path", "similarity"])),
+    "also_asked": {"type": "array", "items": obj({"ticket_id": INTEGER, "question": STRING, "similarity": NUMBER},
+                                                 ["ticket_id", "question", "similarity"])},
+    "note": nullable(STRING), "article_id": nullable(INTEGER), **DECIDED,
+}, ["id", "ticket_id", "status", "title", "body", "source", "action", "target", "also_asked", "article_id"])
+PROPOSAL = obj({
+    "id": INTEGER, "article_id": INTEGER, "article_title": STRING, "status": {"enum": list(PROPOSAL_STATUSES)},
+    "current_importance": IMPORTANCE, "proposed_importance": IMPORTANCE,
+    "evidence": obj({"window_days": INTEGER, "solved": INTEGER, "escalated": INTEGER, "not_helpful": INTEGER,
+                     "drafts_unchanged": INTEGER, "drafts_replaced": INTEGER, "outcomes": INTEGER,
+                     "solve_rate": nullable(NUMBER), "smoothed_rate": nullable(NUMBER), "mean_rate": NUMBER,
+                     "reason": STRING, "questions": {"type": "array"}},
+                    ["solved", "escalated", "not_helpful", "drafts_unchanged", "drafts_replaced", "outcomes",
+                     "mean_rate"]),
+    **DECIDED,
+}, ["id", "article_id", "status", "current_importance", "proposed_importance", "evidence"])
+LEARNING_SCHEMAS: dict[str, Any] = {
+    "Candidate": CANDIDATE,
+    "CandidateEnvelope": obj({"candidate": ref("Candidate")}, ["candidate"]),
+    "CandidateList": obj({"candidates": {"type": "array", "items": ref("Candidate")}}, ["candidates"]),
+    "CandidatePublished": obj({"candidate": ref("Candidate"), "article": ref("Article")}, ["candidate", "article"]),
+    "CandidateApprove": obj({"title": text(TITLE_MAX), "content": text(CONTENT_MAX), "category": nullable(
+        {"type": "string", "maxLength": CATEGORY_MAX, "pattern": NO_NUL_PATTERN})}, closed=True),
+    "CandidateMerge": obj({"content": text(CONTENT_MAX)}, closed=True),
+    "Proposal": PROPOSAL,
+    "ProposalList": obj({"proposals": {"type": "array", "items": ref("Proposal")}}, ["proposals"]),
+    "ProposalEnvelope": obj({"proposal": ref("Proposal")}, ["proposal"]),
+    "ProposalApplied": obj({"proposal": ref("Proposal"), "article": ref("Article")}, ["proposal", "article"]),
+    "ProposalPreview": obj({"proposal_id": INTEGER, "article_id": INTEGER, "proposed_importance": NUMBER,
+                            "questions": {"type": "array", "items": obj({
+                                "question": STRING, "rank_now": nullable(INTEGER), "rank_then": nullable(INTEGER),
+                                "score_now": nullable(NUMBER), "score_then": nullable(NUMBER),
+                                "ranking_then": {"type": "array"}, "note": nullable(STRING)},
+                                ["question", "rank_now", "rank_then"])}},
+                           ["proposal_id", "article_id", "proposed_importance", "questions"]),
+    "ImportanceChanges": obj({"article_id": INTEGER, "changes": {"type": "array", "items": obj({
+        "id": INTEGER, "article_id": INTEGER, "old_importance": NUMBER, "new_importance": NUMBER,
+        "reason": {"enum": list(IMPORTANCE_CHANGE_REASONS)}, "proposal_id": nullable(INTEGER),
+        "actor": nullable(STRING), "why": STRING, "created_at": TIMESTAMP},
+        ["old_importance", "new_importance", "reason", "actor", "why", "created_at"])}}, ["article_id", "changes"]),
+}
 
 SCHEMAS: dict[str, Any] = {
     "Error": obj({"error": obj({"code": STRING, "message": {"type": "string", "minLength": 1},
@@ -159,4 +213,5 @@ SCHEMAS: dict[str, Any] = {
         "action": {"enum": ["follow_up", "new_ticket", "duplicate", "ignored", "rejected"]},
         "ticket_id": nullable(INTEGER), "reason": STRING}, ["action", "ticket_id", "reason"])}, ["outcome"]),
     "Health": obj({"status": {"const": "ok"}, "database": {"const": "ok"}}, ["status", "database"]),
+    **LEARNING_SCHEMAS,
 }

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 from flask import Blueprint, g, jsonify, request, url_for
 
 from service.accounts import user_id_for
 from service.tickets.drafts import make_draft
+from service.tickets.learning import propose_from_solved_ticket
 from service.tickets.queries import add_feedback, content_gaps, get_ticket, list_tickets
 from service.tickets.secrets import new_ticket_secret
 from service.tickets.states import Actor
@@ -16,6 +19,7 @@ from service.web.errors import ApiError
 from service.web.links import article_link, ticket_link
 from service.web.requests import db, int_arg, json_body, page_count, runtime
 
+log = logging.getLogger(__name__)
 tickets_api = Blueprint("tickets_api", __name__, url_prefix="/api")
 TICKET_FIELDS = ("subject", "body", "email")
 FEEDBACK_FIELDS = ("helpful", "comment")
@@ -115,7 +119,23 @@ def tickets_replies(ticket_id: int):
     reply = send_reply(db(), runtime().settings, ticket_id, json_body(("body", "internal", "status")), agent=_actor(),
                        channel="web" if g.identity.kind == "session" else "api")
     db().commit()
+    if reply.state == "solved":
+        learn_from_solved_ticket(ticket_id)
     return jsonify({"message": reply.message.to_dict() | {"email": reply.email}, "state": reply.state}), 201
+
+
+def learn_from_solved_ticket(ticket_id: int) -> None:
+    """After the solve is committed: propose an article candidate from the agent's public replies.
+
+    Its own transaction, so a failing embedder or language model is logged and never undoes the reply.
+    """
+    rt = runtime()
+    try:
+        with rt.session() as session:
+            propose_from_solved_ticket(session, embedder=rt.embedder, settings=rt.settings, chat=rt.chat,
+                                       ticket_id=ticket_id)
+    except Exception:  # noqa: BLE001 - the reply is stored; the candidate is a by-product
+        log.exception("no article candidate for solved ticket %s", ticket_id)
 
 
 @tickets_api.post("/tickets/<int:ticket_id>/assign")

@@ -2,12 +2,14 @@
 
 Import from here (``from service.db.models import Article``); the submodules split the tables by aggregate:
 ``base`` (declarative base, column types, app state), ``knowledge``, ``tickets``, ``accounts``,
-``agents`` (thread, transitions, drafts, outbox, canned replies).
+``agents`` (thread, transitions, drafts, outbox, canned replies), ``learning`` (candidates, importance proposals
+and the importance audit log).
 """
 
 from service.db.models.accounts import ROLES, TOKEN_NAME_MAX, USERNAME_MAX, AdminUser, ApiToken, RateLimitCounter
 from service.db.models.agents import (
     CHANNELS,
+    DRAFT_REPLACED_AT,
     MESSAGE_KINDS,
     WORK_STATES,
     CannedReply,
@@ -29,6 +31,16 @@ from service.db.models.knowledge import (
     SynonymGroup,
     VectorCluster,
 )
+from service.db.models.learning import (
+    CANDIDATE_ACTIONS,
+    CANDIDATE_SOURCES,
+    CANDIDATE_STATUSES,
+    IMPORTANCE_CHANGE_REASONS,
+    PROPOSAL_STATUSES,
+    ArticleCandidate,
+    ImportanceChange,
+    ImportanceProposal,
+)
 from service.db.models.tickets import (
     ANSWER_MODES,
     ESCALATION_REASONS,
@@ -40,9 +52,11 @@ from service.db.models.tickets import (
 )
 
 __all__ = [
-    "ANSWER_MODES", "CHANNELS", "MESSAGE_KINDS", "ROLES", "WORK_STATES",
+    "ANSWER_MODES", "CHANNELS", "DRAFT_REPLACED_AT", "MESSAGE_KINDS", "ROLES", "WORK_STATES",
     "CannedReply", "MailOutbox", "TicketDraft", "TicketMessage", "TicketTransition",
     "CATEGORY_MAX", "CONTENT_MAX", "ESCALATION_REASONS", "IMPORTANCE_MAX", "IMPORTANCE_MIN",
+    "CANDIDATE_ACTIONS", "CANDIDATE_SOURCES", "CANDIDATE_STATUSES", "IMPORTANCE_CHANGE_REASONS", "PROPOSAL_STATUSES",
+    "ArticleCandidate", "ImportanceChange", "ImportanceProposal",
     "SECTION_KINDS", "TICKET_STATUSES", "TITLE_MAX", "TOKEN_NAME_MAX", "USERNAME_MAX",
     "AdminUser", "AnswerFeedback", "ApiToken", "AppState", "Article", "ArticleSection", "Base", "BinaryVector",
     "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation", "VectorCluster",

@@ -19,6 +19,10 @@ def _now() -> sa.Column:
     return mapped_column(sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now())
 
 
+# A sent reply whose edit ratio (word-level diff from its draft) is at least this rewrote the draft: "replaced".
+DRAFT_REPLACED_AT = 0.8
+
+
 class TicketMessage(Base):
     """One entry of a ticket's thread; internal notes are never shown to the customer."""
 

@@ -14,6 +14,7 @@ from service.validation import ValidationError
 from service.web.admin.pages import nav_context
 from service.web.links import article_link
 from service.web.requests import db, runtime
+from service.web.tickets import learn_from_solved_ticket
 
 inbox = Blueprint("inbox", __name__, url_prefix="/admin/inbox")
 inbox.context_processor(nav_context)
@@ -98,6 +99,8 @@ def reply(ticket_id: int):
         flash(f"Not sent: {'; '.join(f'{k} {v}' for k, v in exc.details.items())}.", "error")
         return redirect(url_for("inbox.ticket", ticket_id=ticket_id))
     db().commit()
+    if sent.state == "solved":
+        learn_from_solved_ticket(ticket_id)
     if internal:
         flash("Internal note saved.", "success")
     else:

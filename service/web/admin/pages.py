@@ -19,6 +19,7 @@ from service.knowledge.articles import (
     list_articles,
     update_article,
 )
+from service.knowledge.audit import importance_history
 from service.knowledge.indexing import list_sections
 from service.tickets.queries import TicketNotFound, get_ticket, list_tickets
 from service.validation import ValidationError
@@ -167,7 +168,8 @@ def article(article_id: int):
     _, ticket_count = list_tickets(db(), article_id=article_id, per_page=1)
     form = {"title": stored.title, "content": stored.content, "category": stored.category or ""}
     return render_template("admin/article.html", article=stored, form=form, errors={},
-                           ticket_count=ticket_count, sections=list_sections(db(), article_id, _active_model()))
+                           ticket_count=ticket_count, sections=list_sections(db(), article_id, _active_model()),
+                           importance_log=importance_history(db(), article_id))
 
 
 @admin.post("/articles/<int:article_id>")
@@ -181,7 +183,8 @@ def article_update(article_id: int):
         _, ticket_count = list_tickets(db(), article_id=article_id, per_page=1)
         return render_template("admin/article.html", article=stored, form=_article_form(), errors=exc.details,
                                ticket_count=ticket_count,
-                               sections=list_sections(db(), article_id, _active_model())), 400
+                               sections=list_sections(db(), article_id, _active_model()),
+                               importance_log=importance_history(db(), article_id)), 400
     db().commit()
     flash("Changes saved." + (f" Embedding pending: {stored.embedding_error}" if stored.embedding_error else ""),
           "error" if stored.embedding_error else "success")
