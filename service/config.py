@@ -20,6 +20,31 @@ class ConfigError(ValueError):
     """A setting has a value the service cannot run with."""
 
 
+@dataclass(frozen=True)
+class RankingWeights:
+    """``score = similarity*similarity_weight + recency*recency_weight*importance`` (service.retrieval.ranking)."""
+
+    similarity_weight: float = 0.8
+    recency_weight: float = 0.2
+    recency_window_days: float = 365.0
+
+
+@dataclass(frozen=True)
+class RetrievalSettings:
+    """Which relevance enters the formula (``mode``), how legs fuse, and what a vector stands for."""
+
+    mode: str = "vector"
+    fusion: str = "convex"  # "convex" | "rrf"
+    vector_weight: float = 0.95
+    rrf_k: float = 60.0
+    granularity: str = "section"  # "section": an article scores by its best section; "article": its own vector
+    statement_timeout_ms: int = 2000
+    # Vector mode walks the cluster bounds (service.retrieval.walk) from this many sections on (planner
+    # estimate), reading at most ``walk_budget`` rows; 0 turns the walk off. Below, or past the budget: the scan.
+    index_min_rows: int = 10_000
+    walk_budget: int = 20_000
+
+
 def _default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("supportrag"))
 

@@ -31,6 +31,22 @@ def imports_of(path: Path) -> set[str]:
 
 
 GRAPH = {module_name(path): imports_of(path) for path in SERVICE.rglob("*.py")}
+# Bottom to top: a module imports its own layer and those before it, never one after. ``service`` itself (the
+# package's __init__, the public Python API) is the top; runtime wires config, db, providers and knowledge for
+# the layers above, which take it as an argument.
+LAYERS = (
+    ("service.config",), ("service.db",), ("service.providers",), ("service.validation",), ("service.knowledge",),
+    ("service.runtime",), ("service.retrieval",), ("service.tickets",), ("service.accounts",),
+    ("service.public", "service.rag"), ("service.web",), ("service.cli",), ("service",),
+)
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of the most specific entry naming ``module`` or a package holding it."""
+    matches = [(len(prefix), index) for index, prefixes in enumerate(LAYERS) for prefix in prefixes
+               if module == prefix or (prefix != "service" and module.startswith(prefix + "."))]
+    assert matches, f"{module} belongs to no layer: add it to LAYERS"
+    return max(matches)[1]
 
 
 def test_the_import_graph_has_no_cycles():
@@ -49,6 +65,20 @@ def test_the_import_graph_has_no_cycles():
     for name in sorted(modules):
         if name not in state:
             visit(name, [])
+
+
+def test_layers_import_downwards_only():
+    upward = sorted(f"{name} -> {dep}" for name, deps in GRAPH.items() for dep in deps
+                    if dep in GRAPH and dep != name and layer_of(dep) > layer_of(name))
+    assert upward == []
+
+
+@pytest.mark.parametrize("module, dependency", [
+    ("service.validation", "service.retrieval.ranking"), ("service.runtime", "service.retrieval.search"),
+    ("service.db.models", "service.web.app"),
+])
+def test_the_layer_check_would_catch_an_upward_import(module, dependency):
+    assert layer_of(dependency) > layer_of(module)
 
 
 @pytest.mark.parametrize("layer", DOMAIN)

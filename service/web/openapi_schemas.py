@@ -9,14 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from service.db.models import CATEGORY_MAX, CONTENT_MAX, IMPORTANCE_MAX, IMPORTANCE_MIN, TICKET_STATUSES, TITLE_MAX
-from service.tickets.validation import BODY_MAX, COMMENT_MAX, EMAIL_MAX, SUBJECT_MAX
+from service.tickets.validation import BODY_MAX, COMMENT_MAX, EMAIL_MAX, EMAIL_PATTERN, SUBJECT_MAX
 from service.validation import QUERY_MAX, SEARCH_LIMIT_MAX
 
 # Some non-blank character and no NUL: what the validators call "text".
 TEXT_PATTERN = "^[^\\u0000]*\\S[^\\u0000]*$"
 NO_NUL_PATTERN = "^[^\\u0000]*$"
-_EMAIL_PART = "[^@\\s\\u0000-\\u001f\\u007f\\u0085]+"
-EMAIL_PATTERN = f"^{_EMAIL_PART}@{_EMAIL_PART}\\.{_EMAIL_PART}$"
 
 
 def ref(name: str) -> dict[str, str]:

@@ -24,7 +24,9 @@ def tickets_create():
     rt = runtime()
     secret, digest = new_ticket_secret()
     ticket_id = answer_ticket(rt, rt.chat, json_body(TICKET_FIELDS), secret_sha256=digest)
-    response = jsonify({"ticket": get_ticket(db(), ticket_id).to_dict(), "secret": secret})
+    view = get_ticket(db(), ticket_id)
+    shown = view.to_dict() if g.get("identity") is not None else view.to_public_dict()
+    response = jsonify({"ticket": shown, "secret": secret})
     response.status_code = 201
     response.headers["Location"] = url_for("tickets_api.tickets_show", ticket_id=ticket_id)
     return response

@@ -4,11 +4,20 @@ Import from here (``from service.db.models import Article``); the submodules spl
 ``base`` (declarative base, column types, app state), ``knowledge``, ``tickets``, ``accounts``.
 """
 
-from service.db.models.accounts import TOKEN_NAME_MAX, USERNAME_MAX, AdminUser, ApiToken, RateLimitCounter
+from service.db.models.accounts import (
+    TOKEN_NAME_MAX,
+    USERNAME_MAX,
+    AdminSession,
+    AdminUser,
+    ApiToken,
+    LoginThrottle,
+    RateLimitCounter,
+)
 from service.db.models.base import AppState, Base, BinaryVector, length_between
 from service.db.models.knowledge import (
     CATEGORY_MAX,
     CONTENT_MAX,
+    IMPORTANCE_DECIMALS,
     IMPORTANCE_MAX,
     IMPORTANCE_MIN,
     SECTION_KINDS,
@@ -29,9 +38,9 @@ from service.db.models.tickets import (
 )
 
 __all__ = [
-    "ANSWER_MODES", "CATEGORY_MAX", "CONTENT_MAX", "ESCALATION_REASONS", "IMPORTANCE_MAX", "IMPORTANCE_MIN",
+    "ANSWER_MODES", "CATEGORY_MAX", "CONTENT_MAX", "ESCALATION_REASONS", "IMPORTANCE_DECIMALS", "IMPORTANCE_MAX", "IMPORTANCE_MIN",
     "SECTION_KINDS", "TICKET_STATUSES", "TITLE_MAX", "TOKEN_NAME_MAX", "USERNAME_MAX",
-    "AdminUser", "AnswerFeedback", "ApiToken", "AppState", "Article", "ArticleSection", "Base", "BinaryVector",
-    "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation", "VectorCluster",
+    "AdminSession", "AdminUser", "AnswerFeedback", "ApiToken", "AppState", "Article", "ArticleSection", "Base", "BinaryVector",
+    "LoginThrottle", "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation", "VectorCluster",
     "length_between",
 ]

@@ -17,6 +17,8 @@ CONTENT_MAX = 100_000
 CATEGORY_MAX = 64
 IMPORTANCE_MIN = 0.0
 IMPORTANCE_MAX = 2.0
+IMPORTANCE_DECIMALS = 3  # importance is stored rounded to this many decimals
+IMPORTANCE_PRECISION_CHECK = f"importance = round(importance::numeric, {IMPORTANCE_DECIMALS})::double precision"
 
 
 def cluster_id_column() -> Mapped[int | None]:
@@ -73,6 +75,8 @@ class Article(Base):
             sa.column("importance").between(IMPORTANCE_MIN, IMPORTANCE_MAX),
             name="knowledge_base_importance_range",
         ),
+        # Fixed precision (migration 0011): no subnormal importance can reach the ranking arithmetic.
+        sa.CheckConstraint(IMPORTANCE_PRECISION_CHECK, name="knowledge_base_importance_precision"),
         sa.CheckConstraint(
             length_between("title", 1, TITLE_MAX), name="knowledge_base_title_length"
         ),

@@ -24,7 +24,7 @@ from service.tickets.queries import TicketNotFound, get_ticket, list_tickets
 from service.validation import ValidationError
 from service.web.access import log_in, log_out
 from service.web.limits import count_failed_login, refuse_locked_username
-from service.web.requests import db, page_count, runtime
+from service.web.requests import db, page_count, parse_whole_number, runtime
 
 admin = Blueprint("admin", __name__, url_prefix="/admin")
 PER_PAGE = 20
@@ -51,8 +51,8 @@ def safe_next(target: str | None) -> str:
 
 def _page_number() -> int:
     """``?page=`` for pages: anything odd falls back to page 1 rather than an error."""
-    raw = request.args.get("page", "1")
-    return min(max(int(raw), 1), 1_000_000) if raw.isdigit() else 1
+    page = parse_whole_number(request.args.get("page"))
+    return min(max(page, 1), 1_000_000) if page is not None else 1
 
 
 def _active_model() -> str:
@@ -223,8 +223,8 @@ def preview():
 def tickets():
     """Tickets, newest first, optionally by status or by an article they retrieved."""
     status = request.args.get("status") if request.args.get("status") in TICKET_STATUSES else None
-    raw_article = request.args.get("article_id", "")
-    article_id = int(raw_article) if raw_article.isdigit() and 0 < int(raw_article) < 2**63 else None
+    article_id = parse_whole_number(request.args.get("article_id"))
+    article_id = article_id if article_id is not None and 0 < article_id < 2**63 else None
     page = _page_number()
     items, total = list_tickets(db(), status=status, article_id=article_id, page=page, per_page=PER_PAGE)
     article_title = db().scalar(sa.select(Article.title).where(Article.id == article_id)) if article_id else None
