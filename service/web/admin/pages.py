@@ -22,7 +22,7 @@ from service.knowledge.articles import (
 from service.knowledge.indexing import list_sections
 from service.tickets.queries import TicketNotFound, get_ticket, list_tickets
 from service.validation import ValidationError
-from service.web.access import log_in, log_out
+from service.web.access import log_in, log_out, log_out_everywhere
 from service.web.limits import count_failed_login, refuse_locked_username
 from service.web.requests import db, page_count, parse_whole_number, runtime
 
@@ -117,6 +117,14 @@ def logout():
     """End the session."""
     log_out()
     flash("Logged out.", "success")
+    return redirect(url_for("admin.login"))
+
+
+@admin.post("/logout-everywhere")
+def logout_everywhere():
+    """End every session of this account, in every browser."""
+    ended = log_out_everywhere(g.identity) if g.identity.kind == "session" else 0
+    flash(f"Logged out everywhere ({ended} session{'s' if ended != 1 else ''} ended).", "success")
     return redirect(url_for("admin.login"))
 
 
