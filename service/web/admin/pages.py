@@ -23,7 +23,7 @@ from service.knowledge.indexing import list_sections
 from service.tickets.queries import TicketNotFound, get_ticket, list_tickets
 from service.validation import ValidationError
 from service.web.access import log_in, log_out, log_out_everywhere
-from service.web.limits import count_failed_login, refuse_locked_username
+from service.web.limits import clear_login_failures, login_bucket, reserve_login_attempt
 from service.web.requests import db, page_count, parse_whole_number, runtime
 
 admin = Blueprint("admin", __name__, url_prefix="/admin")
@@ -95,18 +95,18 @@ def login():
     next_url = safe_next(request.values.get("next"))
     if request.method == "POST":
         username = request.form.get("username", "")
-        lockout = runtime().settings.login_lockout
+        lockout, bucket = runtime().settings.login_lockout, login_bucket(username, request.remote_addr)
         if lockout:
-            refuse_locked_username(db(), username, lockout)
+            with runtime().session() as attempt:  # committed before the password check: concurrent tries see it
+                reserve_login_attempt(attempt, bucket, lockout)
         found = authenticate(db(), username, request.form.get("password", ""))
         if found is not None:
+            if lockout:
+                clear_login_failures(db(), bucket)
             db().commit()
             log_in(found)
             flash(f"Logged in as {found.username}.", "success")
             return redirect(next_url)
-        if lockout:
-            count_failed_login(db(), username, lockout)
-            db().commit()
         flash("Wrong username or password.", "error")
         return render_template("admin/login.html", next=next_url, username=username, no_admins=False), 401
     return render_template("admin/login.html", next=next_url, username="", no_admins=count_admins(db()) == 0)
