@@ -145,15 +145,21 @@ def answer_ticket(runtime: Runtime, chat: ChatModel | None, fields: dict[str, An
         session.add(ticket)
         session.flush()
         ticket_id = ticket.id
+    finish_ticket(runtime, chat, ticket_id, cleaned["subject"], cleaned["body"], started=started)
+    return ticket_id
+
+
+def finish_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: int, subject: str, body: str, *,
+                  started: float) -> None:
+    """Answer a stored ticket, or record why that failed on it: no ticket is ever left without an outcome."""
     try:
-        _answer_stored_ticket(runtime, chat, ticket_id, cleaned["subject"], cleaned["body"], started)
+        _answer_stored_ticket(runtime, chat, ticket_id, subject, body, started)
     except Exception as exc:  # never lose the ticket: record the failure on it
         log.exception("answering ticket %s failed", ticket_id)
         with runtime.session() as session:
             session.get(Ticket, ticket_id).status = "failed"
             session.add(TicketAnswer(ticket_id=ticket_id, answer=HANDOFF_MESSAGE, mode="none",
                                      reason="internal error while answering", error=f"{type(exc).__name__}: {exc}"))
-    return ticket_id
 
 
 def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: int, subject: str, body: str,

@@ -18,6 +18,7 @@ from gunicorn.workers.gthread import ThreadWorker
 from service.accounts import count_admins
 from service.config import Settings
 from service.runtime import Runtime
+from service.tickets.recovery import start_recovery_thread
 from service.web.app import create_app
 
 
@@ -134,6 +135,9 @@ class JsonErrorWorker(ThreadWorker):
         super().init_process()
 
 
+RECOVERY_INTERVAL_SECONDS = 60  # how often each worker looks for tickets a dead worker left unanswered
+
+
 def load_app():
     """The app for one worker, with the local model loaded now: the first request must not wait 4–5 s for it."""
     app = create_app()
@@ -141,6 +145,7 @@ def load_app():
     if runtime.settings.embedding_provider == "local":
         runtime.embedder.embed(["warm up"])
         click.echo(f"worker {os.getpid()} ready: local embedding model loaded", err=True)
+    start_recovery_thread(runtime, interval_seconds=RECOVERY_INTERVAL_SECONDS)
     return app
 
 
