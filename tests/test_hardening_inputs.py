@@ -20,7 +20,6 @@ from service.validation import QUERY_MAX
 from service.web.app import create_app
 from service.web.errors import database_error_cause
 
-from .conftest import bearer_environ
 from .helpers import FailingEmbedder, assert_error
 from .test_serve import free_port
 
@@ -224,8 +223,3 @@ def test_item_11_update_article_reports_pending_when_a_section_failed_to_embed(s
     updated = update_article(session, FailingEmbedder(), article.id, {"content": changed})
     assert updated.embedding_error and updated.embedding_status == "pending"
 
-
-def test_item_11_bearer_environ_still_authenticates(runtime, app):
-    client = app.test_client()
-    client.environ_base.update(bearer_environ(runtime))
-    assert client.get("/api/tickets").status_code == 200

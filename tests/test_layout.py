@@ -67,7 +67,7 @@ def test_the_import_graph_has_no_cycles():
             visit(name, [])
 
 
-def test_layers_import_downwards_only():
+def test_item_11_layers_import_downwards_only():
     upward = sorted(f"{name} -> {dep}" for name, deps in GRAPH.items() for dep in deps
                     if dep in GRAPH and dep != name and layer_of(dep) > layer_of(name))
     assert upward == []
@@ -77,7 +77,7 @@ def test_layers_import_downwards_only():
     ("service.validation", "service.retrieval.ranking"), ("service.runtime", "service.retrieval.search"),
     ("service.db.models", "service.web.app"),
 ])
-def test_the_layer_check_would_catch_an_upward_import(module, dependency):
+def test_item_11_the_layer_check_would_catch_an_upward_import(module, dependency):
     assert layer_of(dependency) > layer_of(module)
 
 
@@ -98,3 +98,11 @@ def test_every_package_says_what_lives_there_and_the_readme_maps_it(package):
     assert ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
     if package.parent == SERVICE:
         assert f"  {package.name}/" in README, f"README's layout does not list service/{package.name}/"
+
+
+def test_item_11_no_ranking_function_is_kept_alive_only_by_tests():
+    ranking = SERVICE / "retrieval" / "ranking.py"
+    functions = [node.name for node in ast.parse(ranking.read_text(encoding="utf-8")).body
+                 if isinstance(node, ast.FunctionDef)]
+    code = "\n".join(path.read_text(encoding="utf-8") for path in SERVICE.rglob("*.py") if path != ranking)
+    assert [name for name in functions if name not in code] == []
