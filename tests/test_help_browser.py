@@ -47,6 +47,19 @@ def test_dashboard_starts_with_no_questions(page, served):
     assert totals(page) == {**{key: "0" for key in EXPECTED_TOTALS}, "deflection-rate": "—"}
 
 
+def test_newcomer_an_off_topic_question_suggests_no_article_below_the_gate_floor(page, served):
+    page.goto(f"{served['base_url']}/help")
+    description = page.get_by_label("Describe your problem")
+    description.fill(PASSWORD_QUESTION)
+    page.locator("#suggestion-list li").first.wait_for()
+    with page.expect_response(lambda response: response.url.endswith("/api/search")) as searched:
+        description.fill(OFF_TOPIC)
+    results = searched.value.json()["results"]
+    assert results and max(result["similarity"] for result in results) < 0.30  # ranked, but all far off
+    page.wait_for_function("document.getElementById('suggestions').hidden")
+    assert page.locator("#suggestion-list li").count() == 0
+
+
 def test_customer_sees_suggestions_gets_a_cited_answer_and_marks_it_solved(page, served, screenshots):
     base_url = served["base_url"]
     page.goto(base_url)
@@ -93,9 +106,15 @@ def test_off_topic_question_is_handed_off_and_escalated_with_a_reference(page, s
     assert "ana@example.com" in page.locator(".confirmation").text_content()
     page.screenshot(path=str(screenshots / "help-escalation.png"), full_page=True)
 
-    # The secret link is the only way in: without its key the same ticket is not found.
-    page.goto(page.url.split("?")[0])
-    assert page.get_by_role("heading", name="Not found").is_visible()
+    # The ticket's cookie (set from its secret) is the only way in: another browser finds nothing at its URL.
+    assert "?" not in page.url
+    stranger = page.context.browser.new_context()
+    try:
+        elsewhere = stranger.new_page()
+        elsewhere.goto(page.url)
+        assert elsewhere.get_by_role("heading", name="Not found").is_visible()
+    finally:
+        stranger.close()
 
 
 def test_an_answer_that_did_not_help_goes_to_an_agent(page, served):

@@ -40,6 +40,12 @@ def root():
     return redirect(url_for("help.index"))
 
 
+@help_pages.context_processor
+def _suggestion_floor() -> dict[str, Any]:
+    """Suggestions below the gate's similarity floor would be as off-topic as the answers it refuses."""
+    return {"suggestion_floor": runtime().settings.answer_min_similarity}
+
+
 @help_pages.after_request
 def _security_headers(response):
     response.headers.setdefault("Content-Security-Policy",
