@@ -151,3 +151,18 @@ def test_dashboard_counts_what_the_customers_did(page, served, screenshots):
     assert "2 solved by the answer" in page.locator("svg.chart rect.bar-solved title").text_content()
     print("deflection numbers:", totals(page))  # quoted in the README's "For customers"
     page.screenshot(path=str(screenshots / "dashboard.png"), full_page=True)
+
+
+def test_newcomer_the_dashboard_chart_labels_are_readable_at_phone_width(browser, served):
+    context = browser.new_context(viewport=PHONE)
+    context.set_default_timeout(60_000)
+    try:
+        phone = context.new_page()
+        log_in(phone, served["base_url"])
+        phone.goto(f"{served['base_url']}/admin/dashboard?days=7")
+        heights = phone.evaluate("[...document.querySelectorAll('svg.chart .tick')]"
+                                 ".map(t => t.getBoundingClientRect().height)")
+        assert heights and min(heights) >= 9  # px on screen; 11 units at phone width drew about 5
+        assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    finally:
+        context.close()
