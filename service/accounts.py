@@ -91,9 +91,12 @@ def check_password_rules(password: Any) -> str:
     return password
 
 
+def _fingerprint(password_hash: str) -> str:
+    return hashlib.sha256(password_hash.encode()).hexdigest()[:16]
+
+
 def _admin(user: AdminUser) -> Admin:
-    fingerprint = hashlib.sha256(user.password_hash.encode()).hexdigest()[:16]
-    return Admin(id=user.id, username=user.username, password_fingerprint=fingerprint)
+    return Admin(id=user.id, username=user.username, password_fingerprint=_fingerprint(user.password_hash))
 
 
 def create_admin(session: Session, username: str, password: str) -> Admin:
@@ -204,7 +207,7 @@ def load_secret_key(session: Session) -> str:
 
 # ---------------------------------------------------------------- server-side sessions
 # A session is alive while it is not ended, younger than its absolute lifetime, and used within the idle timeout;
-# each use moves the idle clock. The username and password fingerprint come back so the caller can check both.
+# each use moves the idle clock. A deleted admin's sessions go with it (ON DELETE CASCADE).
 TOUCH_SESSION_SQL = sa.text("""
 UPDATE admin_sessions AS s SET last_seen_at = clock_timestamp()
 FROM admin_users AS u
@@ -235,8 +238,7 @@ def session_admin(session: Session, key: str, *, idle_seconds: int) -> Admin | N
     row = session.execute(TOUCH_SESSION_SQL, {"key_sha256": hash_token(key), "idle": idle_seconds}).one_or_none()
     if row is None:
         return None
-    return Admin(id=row.id, username=row.username,
-                 password_fingerprint=hashlib.sha256(row.password_hash.encode()).hexdigest()[:16])
+    return Admin(id=row.id, username=row.username, password_fingerprint=_fingerprint(row.password_hash))
 
 
 def end_session(session: Session, key: str) -> None:

@@ -56,8 +56,8 @@ def test_item_3_a_subnormal_importance_is_stored_rounded_and_search_keeps_workin
     assert created["status"] == "answered"
 
 
-def test_item_3_the_database_refuses_an_importance_past_three_decimals(session):
-    with pytest.raises(sa.exc.IntegrityError, match="knowledge_base_importance_precision"):
+def test_item_3_the_database_refuses_a_tiny_importance_even_past_the_application(session):
+    with pytest.raises(sa.exc.IntegrityError, match="knowledge_base_importance_not_tiny"):
         with session.begin_nested():
             session.execute(sa.text("INSERT INTO knowledge_base (title, content, importance) "
                                     "VALUES ('t', 'c', 5e-324)"))

@@ -3,8 +3,9 @@
 - ``admin_sessions``: one row per login; the cookie holds a random key whose SHA-256 is kept here. Logout, "log
   out everywhere", a password change, the idle timeout and the absolute lifetime end a session on the server.
 - ``login_throttles``: failed logins per (normalised username, client address) and until when that pair waits.
-- ``knowledge_base.importance`` rounded to 3 decimals, and a CHECK that keeps it so: an importance of 5e-324
-  made ``recency × weight × importance`` underflow and every search fail.
+- ``knowledge_base.importance``: existing values rounded to 3 decimals (as the application now stores them), and
+  a CHECK that nothing lies between 0 and 0.001: an importance of 5e-324 made ``recency × weight × importance``
+  underflow and every search fail. (Not a CHECK on 3 decimals: bulk loads and benchmarks write other values.)
 
 Revision ID: 0011
 Revises: 0010
@@ -19,7 +20,8 @@ down_revision = "0010"
 branch_labels = None
 depends_on = None
 
-PRECISION_CHECK = "importance = round(importance::numeric, 3)::double precision"
+ROUNDED = "round(importance::numeric, 3)::double precision"
+NOT_TINY_CHECK = "importance = 0 OR importance >= 0.001"
 
 
 def upgrade() -> None:
@@ -43,12 +45,11 @@ def upgrade() -> None:
         sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
     )
     op.create_index("login_throttles_expires_at", "login_throttles", ["expires_at"])
-    op.execute("UPDATE knowledge_base SET importance = round(importance::numeric, 3)::double precision "
-               f"WHERE NOT ({PRECISION_CHECK})")
-    op.create_check_constraint("knowledge_base_importance_precision", "knowledge_base", PRECISION_CHECK)
+    op.execute(f"UPDATE knowledge_base SET importance = {ROUNDED} WHERE importance <> {ROUNDED}")
+    op.create_check_constraint("knowledge_base_importance_not_tiny", "knowledge_base", NOT_TINY_CHECK)
 
 
 def downgrade() -> None:
-    op.drop_constraint("knowledge_base_importance_precision", "knowledge_base", type_="check")
+    op.drop_constraint("knowledge_base_importance_not_tiny", "knowledge_base", type_="check")
     op.drop_table("login_throttles")
     op.drop_table("admin_sessions")

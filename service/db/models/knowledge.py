@@ -17,8 +17,10 @@ CONTENT_MAX = 100_000
 CATEGORY_MAX = 64
 IMPORTANCE_MIN = 0.0
 IMPORTANCE_MAX = 2.0
-IMPORTANCE_DECIMALS = 3  # importance is stored rounded to this many decimals
-IMPORTANCE_PRECISION_CHECK = f"importance = round(importance::numeric, {IMPORTANCE_DECIMALS})::double precision"
+IMPORTANCE_DECIMALS = 3  # the application stores importance rounded to this many decimals
+# What the database itself holds to (migration 0011): nothing between 0 and 10^-3, so with recency (0 or at least
+# 2^-53) and the weights (0 or at least 10^-6) no product in the ranking SQL can underflow to an error.
+IMPORTANCE_NOT_TINY_CHECK = "importance = 0 OR importance >= 0.001"
 
 
 def cluster_id_column() -> Mapped[int | None]:
@@ -75,8 +77,7 @@ class Article(Base):
             sa.column("importance").between(IMPORTANCE_MIN, IMPORTANCE_MAX),
             name="knowledge_base_importance_range",
         ),
-        # Fixed precision (migration 0011): no subnormal importance can reach the ranking arithmetic.
-        sa.CheckConstraint(IMPORTANCE_PRECISION_CHECK, name="knowledge_base_importance_precision"),
+        sa.CheckConstraint(IMPORTANCE_NOT_TINY_CHECK, name="knowledge_base_importance_not_tiny"),
         sa.CheckConstraint(
             length_between("title", 1, TITLE_MAX), name="knowledge_base_title_length"
         ),
