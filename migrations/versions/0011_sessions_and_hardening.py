@@ -4,8 +4,8 @@
   out everywhere", a password change, the idle timeout and the absolute lifetime end a session on the server.
 - ``login_throttles``: failed logins per (normalised username, client address) and until when that pair waits.
 - ``knowledge_base.importance``: existing values rounded to 3 decimals (as the application now stores them), and
-  a CHECK that nothing lies between 0 and 0.001: an importance of 5e-324 made ``recency × weight × importance``
-  underflow and every search fail. (Not a CHECK on 3 decimals: bulk loads and benchmarks write other values.)
+  a CHECK that it is 0 or at least 1e-100: an importance of 5e-324 made ``recency × weight × importance``
+  underflow and every search fail. (Not a CHECK on 3 decimals: bulk loads, benchmarks and tests write any value.)
 
 Revision ID: 0011
 Revises: 0010
@@ -21,7 +21,7 @@ branch_labels = None
 depends_on = None
 
 ROUNDED = "round(importance::numeric, 3)::double precision"
-NOT_TINY_CHECK = "importance = 0 OR importance >= 0.001"
+NOT_TINY_CHECK = "importance = 0 OR importance >= 1e-100"
 
 
 def upgrade() -> None:

@@ -18,9 +18,10 @@ CATEGORY_MAX = 64
 IMPORTANCE_MIN = 0.0
 IMPORTANCE_MAX = 2.0
 IMPORTANCE_DECIMALS = 3  # the application stores importance rounded to this many decimals
-# What the database itself holds to (migration 0011): nothing between 0 and 10^-3, so with recency (0 or at least
-# 2^-53) and the weights (0 or at least 10^-6) no product in the ranking SQL can underflow to an error.
-IMPORTANCE_NOT_TINY_CHECK = "importance = 0 OR importance >= 0.001"
+# What the database itself holds to, whoever writes (migration 0011): 0, or at least 10^-100. With recency (0 or at
+# least 2^-53) and the weights (0 or at least 10^-6), no product in the ranking SQL can then underflow to an error
+# (5e-324 did); the bound sits far below any importance a person sets or a benchmark draws.
+IMPORTANCE_NOT_TINY_CHECK = "importance = 0 OR importance >= 1e-100"
 
 
 def cluster_id_column() -> Mapped[int | None]:
