@@ -6,7 +6,7 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
@@ -15,7 +15,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from service.db.models import ROLES, TOKEN_NAME_MAX, AdminUser, ApiToken, AppState
+from service.db.models import ROLES, TOKEN_NAME_MAX, AdminSession, AdminUser, ApiToken, AppState
 from service.validation import ValidationError
 
 PASSWORD_MIN = 10
@@ -93,9 +93,13 @@ def check_password_rules(password: Any) -> str:
     return password
 
 
+def _fingerprint(password_hash: str) -> str:
+    return hashlib.sha256(password_hash.encode()).hexdigest()[:16]
+
+
 def _admin(user: AdminUser) -> Admin:
-    fingerprint = hashlib.sha256(user.password_hash.encode()).hexdigest()[:16]
-    return Admin(id=user.id, username=user.username, password_fingerprint=fingerprint, role=user.role)
+    return Admin(id=user.id, username=user.username, password_fingerprint=_fingerprint(user.password_hash),
+                 role=user.role)
 
 
 def check_role(role: Any) -> str:
@@ -122,6 +126,7 @@ def set_admin_password(session: Session, username: str, password: str) -> Admin:
     if user is None:
         raise ValidationError("unknown admin", {"username": "no admin with that name"})
     user.password_hash = hash_password(check_password_rules(password))
+    end_all_sessions(session, user.id)
     session.flush()
     return _admin(user)
 
@@ -219,3 +224,53 @@ def load_secret_key(session: Session) -> str:
     session.execute(insert(AppState).values(key=SECRET_KEY_STATE, value=secrets.token_hex(32))
                     .on_conflict_do_nothing(index_elements=["key"]))
     return session.scalar(sa.select(AppState.value).where(AppState.key == SECRET_KEY_STATE))
+
+
+# ---------------------------------------------------------------- server-side sessions
+# A session is alive while it is not ended, younger than its absolute lifetime, and used within the idle timeout;
+# each use moves the idle clock. A deleted admin's sessions go with it (ON DELETE CASCADE).
+TOUCH_SESSION_SQL = sa.text("""
+UPDATE admin_sessions AS s SET last_seen_at = clock_timestamp()
+FROM admin_users AS u
+WHERE s.key_sha256 = :key_sha256 AND u.id = s.admin_id AND s.ended_at IS NULL
+  AND s.expires_at > clock_timestamp() AND s.last_seen_at > clock_timestamp() - make_interval(secs => :idle)
+RETURNING u.id, u.username, u.password_hash
+""")
+# Ended or expired sessions are kept a day (who was logged in when), then deleted at the next login.
+SWEEP_SESSIONS_SQL = sa.text("""
+DELETE FROM admin_sessions
+WHERE coalesce(ended_at, expires_at) < clock_timestamp() - interval '1 day'
+""")
+
+
+def start_session(session: Session, admin: Admin, *, lifetime_seconds: int) -> str:
+    """Store a new session for ``admin``; returns its key (for the cookie), of which only the SHA-256 is kept."""
+    session.execute(SWEEP_SESSIONS_SQL)
+    key = secrets.token_urlsafe(32)
+    now = sa.func.clock_timestamp()  # now() is the transaction's start
+    session.add(AdminSession(admin_id=admin.id, key_sha256=hash_token(key), created_at=now, last_seen_at=now,
+                             expires_at=now + timedelta(seconds=lifetime_seconds)))
+    session.flush()
+    return key
+
+
+def session_admin(session: Session, key: str, *, idle_seconds: int) -> Admin | None:
+    """The admin of a live session (and its idle clock restarted), or None if ended, idle or expired."""
+    row = session.execute(TOUCH_SESSION_SQL, {"key_sha256": hash_token(key), "idle": idle_seconds}).one_or_none()
+    if row is None:
+        return None
+    return Admin(id=row.id, username=row.username, password_fingerprint=_fingerprint(row.password_hash))
+
+
+def end_session(session: Session, key: str) -> None:
+    """Log one session out (its cookie stops working everywhere, copies included)."""
+    session.execute(sa.update(AdminSession).where(AdminSession.key_sha256 == hash_token(key),
+                                                  AdminSession.ended_at.is_(None))
+                    .values(ended_at=sa.func.clock_timestamp()))
+
+
+def end_all_sessions(session: Session, admin_id: int) -> int:
+    """Log an admin out everywhere; returns how many sessions were still open."""
+    return session.execute(sa.update(AdminSession).where(AdminSession.admin_id == admin_id,
+                                                         AdminSession.ended_at.is_(None))
+                           .values(ended_at=sa.func.clock_timestamp())).rowcount

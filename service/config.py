@@ -20,6 +20,31 @@ class ConfigError(ValueError):
     """A setting has a value the service cannot run with."""
 
 
+@dataclass(frozen=True)
+class RankingWeights:
+    """``score = similarity*similarity_weight + recency*recency_weight*importance`` (service.retrieval.ranking)."""
+
+    similarity_weight: float = 0.8
+    recency_weight: float = 0.2
+    recency_window_days: float = 365.0
+
+
+@dataclass(frozen=True)
+class RetrievalSettings:
+    """Which relevance enters the formula (``mode``), how legs fuse, and what a vector stands for."""
+
+    mode: str = "vector"
+    fusion: str = "convex"  # "convex" | "rrf"
+    vector_weight: float = 0.95
+    rrf_k: float = 60.0
+    granularity: str = "section"  # "section": an article scores by its best section; "article": its own vector
+    statement_timeout_ms: int = 2000
+    # Vector mode walks the cluster bounds (service.retrieval.walk) from this many sections on (planner
+    # estimate), reading at most ``walk_budget`` rows; 0 turns the walk off. Below, or past the budget: the scan.
+    index_min_rows: int = 10_000
+    walk_budget: int = 20_000
+
+
 def _default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("supportrag"))
 
@@ -112,6 +137,11 @@ class Settings:
     rate_limit_feedback: tuple[int, int] | None = (30, 60)
     rate_limit_login: tuple[int, int] | None = (10, 60)
     login_lockout: tuple[int, int] | None = (5, 900)  # failed logins per username before it is locked
+    # Admin sessions (server-side): ended after this long without a request, and this long after logging in.
+    session_idle_seconds: int = 1800
+    session_lifetime_seconds: int = 43200
+    # A ticket still unanswered this long after submission (its worker died) is answered or failed by the sweep.
+    ticket_stuck_seconds: int = 300
     proxy_hops: int = 0  # trusted reverse proxies in front; their X-Forwarded-For gives the client address
     # Scale (README "Performance" and "Past one machine").
     database_read_url: str | None = None
@@ -194,6 +224,9 @@ class Settings:
                                               env.get("SUPPORTRAG_RATE_LIMIT_LOGIN"), "10/minute"),
             login_lockout=parse_rate_limit("SUPPORTRAG_LOGIN_LOCKOUT", env.get("SUPPORTRAG_LOGIN_LOCKOUT"),
                                            "5/15minutes"),
+            session_idle_seconds=_int(env, "SUPPORTRAG_SESSION_IDLE_SECONDS", 1800),
+            session_lifetime_seconds=_int(env, "SUPPORTRAG_SESSION_LIFETIME_SECONDS", 43200),
+            ticket_stuck_seconds=_int(env, "SUPPORTRAG_TICKET_STUCK_SECONDS", 300),
             proxy_hops=_int(env, "SUPPORTRAG_PROXY_HOPS", 0),
             database_read_url=env.get("DATABASE_READ_URL") or None,
             database_pool_size=_int(env, "DATABASE_POOL_SIZE", 5),
@@ -253,6 +286,16 @@ class Settings:
             raise ConfigError(f"RETRIEVAL_GRANULARITY must be section or article, got {self.retrieval_granularity!r}")
         if self.search_statement_timeout_ms < 1:
             raise ConfigError("SEARCH_STATEMENT_TIMEOUT_MS must be positive")
+        for name, weight in (("SEARCH_SIMILARITY_WEIGHT", self.similarity_weight),
+                             ("SEARCH_RECENCY_WEIGHT", self.recency_weight)):
+            # 0, or large enough that weight × recency × importance (each ≥ 1e-16) never underflows a double.
+            if not (weight == 0 or 1e-6 <= weight <= 1e6):
+                raise ConfigError(f"{name} must be 0 or between 1e-6 and 1e6, got {weight!r}")
+        if not 1 <= self.session_idle_seconds <= self.session_lifetime_seconds:
+            raise ConfigError("SUPPORTRAG_SESSION_IDLE_SECONDS must be at least 1 and at most "
+                              "SUPPORTRAG_SESSION_LIFETIME_SECONDS")
+        if self.ticket_stuck_seconds < 1:
+            raise ConfigError("SUPPORTRAG_TICKET_STUCK_SECONDS must be at least 1")
         if self.proxy_hops < 0:
             raise ConfigError("SUPPORTRAG_PROXY_HOPS must not be negative")
         if self.database_pool_size < 1:

@@ -13,7 +13,7 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from service.config import Settings
+from service.config import RankingWeights, RetrievalSettings, Settings
 from service.db.engine import (
     create_engine,
     make_session_factory,
@@ -25,8 +25,6 @@ from service.db.migrate import upgrade_database
 from service.knowledge.seeding import is_seeded, seed_knowledge_base
 from service.providers.embeddings import Embedder, make_embedder
 from service.providers.llm import ChatModel, make_chat_model
-from service.retrieval.ranking import RankingWeights
-from service.retrieval.search import RetrievalSettings
 
 log = logging.getLogger(__name__)
 

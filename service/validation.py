@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from service.db.models import CATEGORY_MAX, CONTENT_MAX, IMPORTANCE_MAX, IMPORTANCE_MIN, TITLE_MAX
-from service.retrieval.ranking import is_finite_number
+from service.db.models import CATEGORY_MAX, CONTENT_MAX, IMPORTANCE_DECIMALS, IMPORTANCE_MAX, IMPORTANCE_MIN, TITLE_MAX
 
 QUERY_MAX = 20_000
 SEARCH_LIMIT_MAX = 50
+
+
+def is_finite_number(value: object) -> bool:
+    """True for real, finite ints and floats (bools excluded)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class ValidationError(ValueError):
@@ -36,12 +41,14 @@ def _text(value: Any, field: str, *, max_len: int, errors: dict[str, str]) -> st
 
 
 def _importance(value: Any, errors: dict[str, str]) -> float | None:
+    """A finite number in range, rounded to IMPORTANCE_DECIMALS (5e-324 becomes 0: nothing subnormal is stored)."""
     if not is_finite_number(value):
         errors["importance"] = "must be a finite number"
         return None
     if not IMPORTANCE_MIN <= value <= IMPORTANCE_MAX:
         errors["importance"] = f"must be between {IMPORTANCE_MIN} and {IMPORTANCE_MAX}"
-    return float(value)
+        return None
+    return round(float(value), IMPORTANCE_DECIMALS) + 0.0  # + 0.0: -0.0 is stored as 0
 
 
 def _category(value: Any, errors: dict[str, str]) -> str | None:

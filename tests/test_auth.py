@@ -350,7 +350,7 @@ def test_serve_explains_how_to_create_the_first_admin_only_while_there_is_none(r
     from service.web.serving import _explain_admin_setup
 
     _explain_admin_setup(runtime)
-    assert "supportrag admin create --username NAME" in capsys.readouterr().out
+    assert "supportrag admin create --username NAME'" in capsys.readouterr().out
     with runtime.session() as session:
         create_admin(session, ADMIN_USERNAME, ADMIN_PASSWORD)
     _explain_admin_setup(runtime)

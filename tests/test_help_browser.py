@@ -33,7 +33,7 @@ def ask(page, base_url: str, question: str) -> None:
     page.goto(f"{base_url}/help")
     page.get_by_label("Describe your problem").fill(question)
     page.get_by_role("button", name="Get an answer").click()
-    page.wait_for_url(re.compile(r"/help/tickets/\d+\?key="))
+    page.wait_for_url(re.compile(r"/help/tickets/\d+$"))
 
 
 def totals(page) -> dict[str, str]:
@@ -45,6 +45,19 @@ def test_dashboard_starts_with_no_questions(page, served):
     log_in(page, served["base_url"])
     page.goto(f"{served['base_url']}/admin/dashboard?days=7")
     assert totals(page) == {**{key: "0" for key in EXPECTED_TOTALS}, "deflection-rate": "—"}
+
+
+def test_newcomer_an_off_topic_question_suggests_no_article_below_the_gate_floor(page, served):
+    page.goto(f"{served['base_url']}/help")
+    description = page.get_by_label("Describe your problem")
+    description.fill(PASSWORD_QUESTION)
+    page.locator("#suggestion-list li").first.wait_for()
+    with page.expect_response(lambda response: response.url.endswith("/api/search")) as searched:
+        description.fill(OFF_TOPIC)
+    results = searched.value.json()["results"]
+    assert results and max(result["similarity"] for result in results) < 0.30  # ranked, but all far off
+    page.wait_for_function("document.getElementById('suggestions').hidden")
+    assert page.locator("#suggestion-list li").count() == 0
 
 
 def test_customer_sees_suggestions_gets_a_cited_answer_and_marks_it_solved(page, served, screenshots):
@@ -62,7 +75,7 @@ def test_customer_sees_suggestions_gets_a_cited_answer_and_marks_it_solved(page,
     page.screenshot(path=str(screenshots / "help-suggestions.png"), full_page=True)
 
     page.get_by_role("button", name="Get an answer").click()
-    page.wait_for_url(re.compile(r"/help/tickets/\d+\?key="))
+    page.wait_for_url(re.compile(r"/help/tickets/\d+$"))
     assert page.get_by_role("heading", name="Our answer").is_visible()
     article_id = article_id_by_title(base_url, "Reset your password")
     source = page.locator("ol.sources a").first
@@ -93,9 +106,15 @@ def test_off_topic_question_is_handed_off_and_escalated_with_a_reference(page, s
     assert "ana@example.com" in page.locator(".confirmation").text_content()
     page.screenshot(path=str(screenshots / "help-escalation.png"), full_page=True)
 
-    # The secret link is the only way in: without its key the same ticket is not found.
-    page.goto(page.url.split("?")[0])
-    assert page.get_by_role("heading", name="Not found").is_visible()
+    # The ticket's cookie (set from its secret) is the only way in: another browser finds nothing at its URL.
+    assert "?" not in page.url
+    stranger = page.context.browser.new_context()
+    try:
+        elsewhere = stranger.new_page()
+        elsewhere.goto(page.url)
+        assert elsewhere.get_by_role("heading", name="Not found").is_visible()
+    finally:
+        stranger.close()
 
 
 def test_an_answer_that_did_not_help_goes_to_an_agent(page, served):
@@ -132,3 +151,18 @@ def test_dashboard_counts_what_the_customers_did(page, served, screenshots):
     assert "2 solved by the answer" in page.locator("svg.chart rect.bar-solved title").text_content()
     print("deflection numbers:", totals(page))  # quoted in the README's "For customers"
     page.screenshot(path=str(screenshots / "dashboard.png"), full_page=True)
+
+
+def test_newcomer_the_dashboard_chart_labels_are_readable_at_phone_width(browser, served):
+    context = browser.new_context(viewport=PHONE)
+    context.set_default_timeout(60_000)
+    try:
+        phone = context.new_page()
+        log_in(phone, served["base_url"])
+        phone.goto(f"{served['base_url']}/admin/dashboard?days=7")
+        heights = phone.evaluate("[...document.querySelectorAll('svg.chart .tick')]"
+                                 ".map(t => t.getBoundingClientRect().height)")
+        assert heights and min(heights) >= 9  # px on screen; 11 units at phone width drew about 5
+        assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    finally:
+        context.close()

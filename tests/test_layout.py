@@ -31,6 +31,24 @@ def imports_of(path: Path) -> set[str]:
 
 
 GRAPH = {module_name(path): imports_of(path) for path in SERVICE.rglob("*.py")}
+# Bottom to top: a module imports its own layer and those before it, never one after. ``service`` itself (the
+# package's __init__, the public Python API) is the top; runtime wires config, db, providers and knowledge for
+# the layers above, which take it as an argument.
+LAYERS = (
+    ("service.config",), ("service.db",), ("service.providers",), ("service.validation",), ("service.knowledge",),
+    ("service.runtime",), ("service.retrieval",),
+    # Outbound mail is queued by the ticket use cases; inbound mail and the worker drive them.
+    ("service.mail.compose", "service.mail.outbox"), ("service.tickets",), ("service.mail",), ("service.accounts",),
+    ("service.public", "service.rag"), ("service.web",), ("service.cli",), ("service",),
+)
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of the most specific entry naming ``module`` or a package holding it."""
+    matches = [(len(prefix), index) for index, prefixes in enumerate(LAYERS) for prefix in prefixes
+               if module == prefix or (prefix != "service" and module.startswith(prefix + "."))]
+    assert matches, f"{module} belongs to no layer: add it to LAYERS"
+    return max(matches)[1]
 
 
 def test_the_import_graph_has_no_cycles():
@@ -51,6 +69,20 @@ def test_the_import_graph_has_no_cycles():
             visit(name, [])
 
 
+def test_item_11_layers_import_downwards_only():
+    upward = sorted(f"{name} -> {dep}" for name, deps in GRAPH.items() for dep in deps
+                    if dep in GRAPH and dep != name and layer_of(dep) > layer_of(name))
+    assert upward == []
+
+
+@pytest.mark.parametrize("module, dependency", [
+    ("service.validation", "service.retrieval.ranking"), ("service.runtime", "service.retrieval.search"),
+    ("service.db.models", "service.web.app"),
+])
+def test_item_11_the_layer_check_would_catch_an_upward_import(module, dependency):
+    assert layer_of(dependency) > layer_of(module)
+
+
 @pytest.mark.parametrize("layer", DOMAIN)
 def test_domain_layers_never_import_the_web_or_the_command_line(layer):
     offenders = {name: sorted(dep for dep in deps if dep.startswith(("service.web", "service.cli")))
@@ -68,3 +100,15 @@ def test_every_package_says_what_lives_there_and_the_readme_maps_it(package):
     assert ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
     if package.parent == SERVICE:
         assert f"  {package.name}/" in README, f"README's layout does not list service/{package.name}/"
+
+
+# The fusion formulas in Python are the oracle tests/test_hybrid.py checks the SQL against: a purpose, not dead.
+SQL_ORACLES = {"convex_relevance", "rrf_relevance"}
+
+
+def test_item_11_no_ranking_function_is_kept_alive_only_by_tests():
+    ranking = SERVICE / "retrieval" / "ranking.py"
+    functions = [node.name for node in ast.parse(ranking.read_text(encoding="utf-8")).body
+                 if isinstance(node, ast.FunctionDef) and node.name not in SQL_ORACLES]
+    code = "\n".join(path.read_text(encoding="utf-8") for path in SERVICE.rglob("*.py") if path != ranking)
+    assert [name for name in functions if name not in code] == []

@@ -83,15 +83,15 @@ def test_feedback_is_limited_per_address(seeded, limited, client):
         201, 201, 201, 429]
 
 
-def test_a_username_is_locked_after_failed_logins_even_with_the_right_password(limited, admin_account):
+def test_a_username_is_locked_for_one_address_after_failed_logins_even_with_the_right_password(limited, admin_account):
     username, password = admin_account
-    for address in ("203.0.113.1", "203.0.113.2"):  # failures from different addresses add up
-        assert log_in(client_at(limited, address), username, "wrong password!").status_code == 401
-    locked = log_in(client_at(limited, "203.0.113.3"), username, password)
+    for _ in range(2):
+        assert log_in(client_at(limited, "203.0.113.1"), username, "wrong password!").status_code == 401
+    locked = log_in(client_at(limited, "203.0.113.1"), username, password)
     assert locked.status_code == 429
     assert locked.mimetype == "text/html" and int(locked.headers["Retry-After"]) > 60
     assert "locked" in locked.get_data(as_text=True)
-    assert log_in(client_at(limited, "203.0.113.3"), "someone-else", "wrong password!").status_code == 401
+    assert log_in(client_at(limited, "203.0.113.2"), "someone-else", "wrong password!").status_code == 401
 
 
 def test_login_attempts_are_limited_per_address(limited, admin_account):
@@ -151,7 +151,7 @@ def test_a_lock_lasts_a_full_window_from_the_failure_that_set_it_and_then_lifts(
         assert log_in(client_at(limited, "203.0.113.9"), username, "wrong password!").status_code == 401
     locked = log_in(client_at(limited, "203.0.113.9"), username, password)
     assert locked.status_code == 429 and 890 <= int(locked.headers["Retry-After"]) <= 900  # the 900 s window
-    with runtime.session() as session:  # the window runs out (as if 15 minutes had passed)
-        session.execute(sa.text("UPDATE rate_limit_counters SET expires_at = clock_timestamp() - interval '1 second' "
-                                "WHERE bucket LIKE 'login-failures:%'"))
-    assert log_in(client_at(limited, "203.0.113.10"), username, password).status_code == 302
+    with runtime.session() as session:  # the lock runs out (as if 15 minutes had passed)
+        session.execute(sa.text("UPDATE login_throttles SET locked_until = clock_timestamp() - interval '1 second'"))
+        session.execute(sa.text("DELETE FROM rate_limit_counters"))  # and the per-address minute
+    assert log_in(client_at(limited, "203.0.113.9"), username, password).status_code == 302

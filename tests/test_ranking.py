@@ -8,9 +8,7 @@ from service.retrieval.ranking import (
     RankingWeights,
     age_in_days,
     final_score,
-    max_score_boost,
     recency,
-    similarity_from_distance,
 )
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
@@ -37,11 +35,6 @@ def test_age_in_days_is_fractional(created, expected_days):
     assert age_in_days(created, NOW) == pytest.approx(expected_days)
 
 
-@pytest.mark.parametrize("distance, similarity", [(0.0, 1.0), (1.0, 0.0), (2.0, -1.0), (0.25, 0.75)])
-def test_similarity_is_one_minus_cosine_distance(distance, similarity):
-    assert similarity_from_distance(distance) == pytest.approx(similarity)
-
-
 @pytest.mark.parametrize("similarity, rec, importance, expected", [
     (1.0, 1.0, 1.0, 1.0),
     (0.5, 1.0, 1.0, 0.6),
@@ -58,7 +51,3 @@ def test_weights_are_settings():
     weights = RankingWeights(similarity_weight=0.5, recency_weight=0.5)
     assert final_score(0.6, 1.0, 1.0, weights) == pytest.approx(0.8)
 
-
-def test_recency_and_importance_can_lift_a_score_by_more_than_typical_cosine_spread():
-    # Why the top-k must be exact: this boost (0.4) exceeds the spread between most neighbours.
-    assert max_score_boost(RankingWeights()) == pytest.approx(0.4)

@@ -5,18 +5,15 @@ service recovers without being restarted itself."""
 from __future__ import annotations
 
 import subprocess
-import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Iterator
 
 import psycopg
 import pytest
 import sqlalchemy as sa
 
-from service.db.embedded import _import_pgserver, start_embedded_server
-
+from .conftest import temporary_postgres
 from .test_serve import SUPPORTRAG, call, free_port, server_env, stop, wait_until_healthy
 
 CLIENTS = 4
@@ -26,12 +23,10 @@ SUBMIT_SECONDS = 6.0
 
 @pytest.fixture
 def own_postgres() -> Iterator[tuple[str, object]]:
-    """A PostgreSQL server of this test's own (the shared one must not be restarted): (URL, pgserver handle)."""
-    pgdata = Path(tempfile.mkdtemp(prefix="supportrag-restart-")) / "pgdata"
-    url = start_embedded_server(pgdata, database="restart", delete_on_exit=True)
-    server = _import_pgserver().get_server(pgdata.resolve(), cleanup_mode="delete")
-    yield url, server
-    server.cleanup()
+    """A PostgreSQL server of this test's own (the shared one must not be restarted): (URL, pgserver handle).
+    Stopped and deleted afterwards, whatever happened (temporary_postgres)."""
+    with temporary_postgres("supportrag-restart-", "restart") as (url, server, _):
+        yield url, server
 
 
 def restart(server) -> None:

@@ -13,7 +13,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import ARRAY
 
 revision = "0012"
-down_revision = "0010"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 

@@ -70,8 +70,8 @@ def seed() -> None:
 
 
 for command in (knowledge.add, knowledge.import_command, knowledge.search, knowledge.stats, knowledge.reembed,
-                knowledge.eval_command, tickets.ask, tickets.gaps, accounts.admin, accounts.token, synonyms.synonyms,
-                mail.mail, learning.candidates, learning.importance):
+                knowledge.eval_command, tickets.ask, tickets.gaps, tickets.tickets_group, accounts.admin, accounts.token,
+                synonyms.synonyms, mail.mail, learning.candidates, learning.importance):
     main.add_command(command)
 
 

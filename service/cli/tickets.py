@@ -1,4 +1,4 @@
-"""Ticket commands: ask, gaps."""
+"""Ticket commands: ask, gaps, tickets recover."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import click
 
 from service.cli.context import connect
 from service.tickets.queries import content_gaps, get_ticket
+from service.tickets.recovery import recover_stuck_tickets
 from service.tickets.workflow import answer_ticket
 
 
@@ -58,3 +59,21 @@ def gaps(days: int, as_json: bool) -> None:
                    f"(needs agent {group['needs_agent']}, not helpful {group['not_helpful']})")
         for example in group["examples"]:
             click.echo(f"        - {example}")
+
+
+@click.group(name="tickets")
+def tickets_group() -> None:
+    """Ticket maintenance."""
+
+
+@tickets_group.command()
+@click.option("--older-than", type=click.IntRange(min=0),
+              help="Seconds since submission (default: SUPPORTRAG_TICKET_STUCK_SECONDS, 300).")
+def recover(older_than: int | None) -> None:
+    """Answer again, or mark failed, every ticket still 'received' past the timeout (its worker died)."""
+    runtime = connect()
+    seconds = runtime.settings.ticket_stuck_seconds if older_than is None else older_than
+    recovery = recover_stuck_tickets(runtime, runtime.chat, older_than_seconds=seconds)
+    click.echo(f"{recovery.found} stuck ticket(s) older than {seconds} s")
+    for ticket_id, status in recovery.outcomes.items():
+        click.echo(f"  ticket {ticket_id}: {status}")

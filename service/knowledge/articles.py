@@ -145,8 +145,9 @@ def update_article(session: Session, embedder: Embedder, article_id: int,
         article.updated_at = sa.func.clock_timestamp()  # now() is the transaction's start
     session.flush()
     session.refresh(article, ["updated_at"])
-    has_embedding = article.content_sha256 is not None
-    return _to_stored(article, has_embedding, embedder.model_name, error)
+    # The article's own vector may be kept (unchanged text) while a section failed: ask the rows, as reads do.
+    has_embedding = session.scalar(sa.select(_has_embedding_column()).where(Article.id == article.id))
+    return _to_stored(article, bool(has_embedding), embedder.model_name, error)
 
 
 def delete_article(session: Session, article_id: int) -> None:

@@ -143,6 +143,10 @@ def read_folder(folder: Path, category: str | None) -> list[ParsedArticle | Impo
     entries = []
     for path in markdown_files(folder):
         relative = path.relative_to(folder)
+        if not path.resolve().is_relative_to(root):
+            # A link out of the folder (to /etc/passwd.md, say) would publish whatever it points at.
+            entries.append(ImportFailure(str(root / relative), "a link to a file outside the folder; not imported"))
+            continue
         parent = relative.parent.name or None  # top-level files have no folder category
         entries.append(read_markdown(path, source=str(root / relative), folder_category=parent, category=category))
     return entries

@@ -13,6 +13,10 @@ from service.db.models import SynonymGroup
 from service.validation import ValidationError
 
 MAX_VARIANTS = 12
+# Distinct words a query keeps for the full-text leg. PostgreSQL evaluates a tsquery recursively, so 2,000 words ×
+# 12 variants ran past its stack depth; past a few dozen words, more AND terms only ever match nothing.
+MAX_QUERY_TERMS = 64
+_WORD = re.compile(r"[\w'-]+")
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,20 @@ def synonym_variants(query: str, groups: Sequence[Sequence[str]]) -> tuple[list[
     return variants, added
 
 
+def capped_terms(query: str, max_terms: int = MAX_QUERY_TERMS) -> str:
+    """``query`` itself when it has at most ``max_terms`` words; else its first ``max_terms`` distinct words
+    (compared case-insensitively, in order), so no query builds a tsquery deeper than the cap."""
+    words = _WORD.findall(query)
+    if len(words) <= max_terms:
+        return query
+    kept: dict[str, str] = {}
+    for word in words:
+        kept.setdefault(word.lower(), word)
+        if len(kept) == max_terms:
+            break
+    return " ".join(kept.values())
+
+
 def load_synonym_groups(session: Session) -> list[list[str]]:
     """Every synonym group, in id order."""
     return [list(terms) for terms in session.scalars(sa.select(SynonymGroup.terms).order_by(SynonymGroup.id))]
@@ -73,8 +91,9 @@ SELECT
 
 
 def build_lexical_query(session: Session, query: str, groups: Sequence[Sequence[str]]) -> LexicalQuery:
-    """Synonym variants of ``query`` turned into AND and OR tsqueries."""
-    variants, added = synonym_variants(query, groups)
+    """Synonym variants of ``query`` (its words capped and deduplicated) turned into AND and OR tsqueries."""
+    variants, added = synonym_variants(capped_terms(query), groups)
+    variants = list(dict.fromkeys(variants))
     row = session.execute(RESOLVE_TSQUERY_SQL, {"variants": variants}).mappings().one()
     return LexicalQuery(and_query=row["and_query"], or_query=row["or_query"], lexemes=list(row["lexemes"]),
                         synonyms_used=added)

@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from datetime import datetime
 
+from service.config import RankingWeights  # the formula's weights are settings; defined with them
+
 SECONDS_PER_DAY = 86_400.0
-
-
-@dataclass(frozen=True)
-class RankingWeights:
-    """``score = similarity*similarity_weight + recency*recency_weight*importance``."""
-
-    similarity_weight: float = 0.8
-    recency_weight: float = 0.2
-    recency_window_days: float = 365.0
 
 
 def age_in_days(created_at: datetime, now: datetime) -> float:
@@ -28,25 +19,10 @@ def recency(age_days: float, window_days: float = 365.0) -> float:
     return min(1.0, max(0.0, 1.0 - age_days / window_days))
 
 
-def similarity_from_distance(cosine_distance: float) -> float:
-    """pgvector's ``<=>`` is cosine distance; similarity is ``1 - distance``."""
-    return 1.0 - cosine_distance
-
-
 def final_score(similarity: float, recency_value: float, importance: float,
                 weights: RankingWeights = RankingWeights()) -> float:
     """The ranking formula, exactly as the product defines it."""
     return similarity * weights.similarity_weight + recency_value * weights.recency_weight * importance
-
-
-def max_score_boost(weights: RankingWeights, max_importance: float = 2.0) -> float:
-    """How far recency×importance alone can lift a score (0.4 with the defaults)."""
-    return weights.recency_weight * max_importance
-
-
-def is_finite_number(value: object) -> bool:
-    """True for real, finite ints and floats (bools excluded)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def convex_relevance(similarity: float | None, lexical_norm: float | None, vector_weight: float) -> float:

@@ -22,6 +22,7 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from service.config import RetrievalSettings  # built from the settings with them; re-exported here
 from service.db.engine import READ_REPLICA
 from service.retrieval.fragments import ELIGIBLE_WHERE, RECENCY
 from service.retrieval.ranking import RankingWeights, final_score
@@ -191,22 +192,6 @@ SELECT count(*) FROM (
     LIMIT :enough
 ) AS matches
 """).execution_options(**{READ_REPLICA: True})
-
-
-@dataclass(frozen=True)
-class RetrievalSettings:
-    """Which relevance enters the formula (``mode``), how legs fuse, and what a vector stands for."""
-
-    mode: str = "vector"
-    fusion: str = "convex"  # "convex" | "rrf"
-    vector_weight: float = 0.95
-    rrf_k: float = 60.0
-    granularity: str = "section"  # "section": an article scores by its best section; "article": its own vector
-    statement_timeout_ms: int = 2000
-    # Vector mode walks the cluster bounds (service.retrieval.walk) from this many sections on (planner
-    # estimate), reading at most ``walk_budget`` rows; 0 turns the walk off. Below, or past the budget: the scan.
-    index_min_rows: int = 10_000
-    walk_budget: int = 20_000
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,12 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
+# What an anonymous submitter is shown of a ticket (admins see every field).
+PUBLIC_TICKET_FIELDS = ("id", "subject", "body", "email", "status", "created_at", "answered_at", "answer", "mode",
+                        "citations", "feedback")
+PUBLIC_CITATION_FIELDS = ("article_id", "title", "rank", "cited", "section")
+
+
 @dataclass(frozen=True)
 class TicketView:
     """A ticket with its latest answer, the retrieved articles and feedback."""
@@ -52,10 +58,19 @@ class TicketView:
     feedback: list[dict[str, Any]]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
+        """JSON-ready form (for admins: everything, the error text and gate internals included)."""
         data = asdict(self)
         data["created_at"], data["answered_at"] = _iso(self.created_at), _iso(self.answered_at)
         return data
+
+    def to_public_dict(self) -> dict[str, Any]:
+        """What the anonymous submitter sees: the answer and its sources, no exception text, SQL, model name,
+        scores or gate internals."""
+        data = {name: value for name, value in self.to_dict().items() if name in PUBLIC_TICKET_FIELDS}
+        data["citations"] = [{name: c[name] for name in PUBLIC_CITATION_FIELDS} for c in self.citations]
+        data["feedback"] = [{"helpful": f["helpful"], "comment": f["comment"]} for f in self.feedback]
+        return data
+
 
 
 def _citation_dict(c: TicketCitation) -> dict[str, Any]:

@@ -158,8 +158,15 @@ def answer_ticket(runtime: Runtime, chat: ChatModel | None, fields: dict[str, An
         ticket_id = ticket.id
         add_message(session, ticket_id, "customer", cleaned["body"], channel=channel,
                     email_message_id=email_message_id)
+    finish_ticket(runtime, chat, ticket_id, cleaned["subject"], cleaned["body"], started=started)
+    return ticket_id
+
+
+def finish_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: int, subject: str, body: str, *,
+                  started: float) -> None:
+    """Answer a stored ticket, or record why that failed on it: no ticket is ever left without an outcome."""
     try:
-        _answer_stored_ticket(runtime, chat, ticket_id, cleaned["subject"], cleaned["body"], started)
+        _answer_stored_ticket(runtime, chat, ticket_id, subject, body, started)
     except Exception as exc:  # never lose the ticket: record the failure on it
         log.exception("answering ticket %s failed", ticket_id)
         with runtime.session() as session:
@@ -170,7 +177,6 @@ def answer_ticket(runtime: Runtime, chat: ChatModel | None, fields: dict[str, An
                             first_response_hours=runtime.settings.first_response_hours)
             session.add(TicketAnswer(ticket_id=ticket_id, answer=HANDOFF_MESSAGE, mode="none",
                                      reason="internal error while answering", error=f"{type(exc).__name__}: {exc}"))
-    return ticket_id
 
 
 def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: int, subject: str, body: str,

@@ -7,18 +7,24 @@ import logging
 import secrets
 import threading
 from dataclasses import dataclass
-from datetime import timedelta
 
 from flask import Flask, Response, current_app, g, redirect, request, session, url_for
 from flask.sessions import SecureCookieSessionInterface
 from sqlalchemy.exc import SQLAlchemyError
 
-from service.accounts import Admin, get_admin, load_secret_key, token_identity
+from service.accounts import (
+    Admin,
+    end_all_sessions,
+    end_session,
+    load_secret_key,
+    session_admin,
+    start_session,
+    token_identity,
+)
 from service.web.errors import ApiError, error_response, is_page
 
 log = logging.getLogger(__name__)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-SESSION_LIFETIME = timedelta(hours=12)
 CSRF_FIELD, CSRF_HEADER = "csrf_token", "X-CSRF-Token"
 
 # Every endpoint not listed here needs an admin, so a new endpoint is private until someone decides otherwise.
@@ -133,26 +139,38 @@ def check_csrf() -> None:
 
 
 def log_in(admin: Admin) -> None:
-    """Start a fresh session for ``admin`` (a new CSRF token too)."""
+    """Start a fresh server-side session for ``admin``: the cookie holds only its key (and a new CSRF token)."""
+    settings = current_app.extensions["supportrag"].settings
+    key = _lookup(start_session, admin, lifetime_seconds=settings.session_lifetime_seconds)
     session.clear()
     session.permanent = True
-    session.update(admin_id=admin.id, admin_name=admin.username, pw=admin.password_fingerprint)
+    session.update(sid=key, admin_name=admin.username)
     csrf_token()
 
 
 def log_out() -> None:
-    """Forget the session entirely."""
+    """End this session on the server (copies of the cookie stop working too), then forget it here."""
+    key = session.get("sid")
+    if isinstance(key, str):
+        _lookup(end_session, key)
     session.clear()
 
 
-def _lookup(function, *args):
+def log_out_everywhere(identity: Identity) -> int:
+    """End every session of the logged-in admin (every browser); returns how many were open."""
+    ended = _lookup(end_all_sessions, identity.id)
+    session.clear()
+    return ended
+
+
+def _lookup(function, *args, **kwargs):
     """Run an identity lookup in its own short unit of work, finished before the view starts.
 
     Using the request's session here would open its transaction before the view runs and keep
     it open across slow work, e.g. answering a ticket, which commits in steps around an LLM call.
     """
     with current_app.extensions["supportrag"].session() as db_session:
-        return function(db_session, *args)
+        return function(db_session, *args, **kwargs)
 
 
 def _token_caller() -> Identity | None:
@@ -167,12 +185,14 @@ def _token_caller() -> Identity | None:
 
 
 def _session_caller() -> Identity | None:
-    """The logged-in admin, unless deleted or their password changed since logging in."""
-    admin_id = session.get("admin_id")
-    if not isinstance(admin_id, int):
+    """The logged-in admin, while the server-side session lives: not logged out (here or everywhere), not idle
+    past the timeout, not past its lifetime, the admin not deleted and their password unchanged."""
+    key = session.get("sid")
+    if not isinstance(key, str):
         return None
-    admin = _lookup(get_admin, admin_id)
-    if admin is None or admin.password_fingerprint != session.get("pw"):
+    idle = current_app.extensions["supportrag"].settings.session_idle_seconds
+    admin = _lookup(session_admin, key, idle_seconds=idle)
+    if admin is None:
         session.clear()
         return None
     return Identity("session", admin.id, admin.username, admin.role)
@@ -194,7 +214,9 @@ def enforce_access() -> Response | None:
     if is_form_page(request.path) and unsafe and caller is None:
         check_csrf()  # every form, the login form and the help center's included
     if is_public(endpoint, current_app.extensions["supportrag"].settings):
-        g.identity = caller or _session_caller()
+        if caller is None and (caller := _session_caller()) is not None and unsafe and not page:
+            check_csrf()  # a cookie-authenticated write to a public endpoint counts as the admin's: it needs CSRF
+        g.identity = caller
         return None
     caller = caller or _session_caller()
     if caller is None:
@@ -216,7 +238,7 @@ def init_access(app: Flask, settings) -> None:
     """Cookie flags, the session key and the policy hook."""
     app.config.update(
         SESSION_COOKIE_NAME="supportrag_session", SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Lax",
-        SESSION_COOKIE_SECURE=settings.secure_cookies, PERMANENT_SESSION_LIFETIME=SESSION_LIFETIME,
+        SESSION_COOKIE_SECURE=settings.secure_cookies, PERMANENT_SESSION_LIFETIME=settings.session_lifetime_seconds,
     )
     if settings.secret_key:
         app.secret_key = settings.secret_key

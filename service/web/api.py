@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+
 import sqlalchemy as sa
-from flask import Blueprint, jsonify, request, url_for
+from flask import Blueprint, g, jsonify, request, url_for
 
 from service.knowledge.articles import (
     add_article,
@@ -14,10 +16,11 @@ from service.knowledge.articles import (
     update_article,
 )
 from service.retrieval.search import run_search
-from service.web.errors import ApiError
+from service.web.errors import DATABASE_RETRY_AFTER_SECONDS, ApiError
 from service.web.learning import importance_cause
 from service.web.requests import db, int_arg, json_body, page_count, runtime
 
+log = logging.getLogger(__name__)
 api = Blueprint("api", __name__, url_prefix="/api")
 health = Blueprint("health", __name__)
 
@@ -104,8 +107,11 @@ def search():
 
 @api.get("/stats")
 def stats():
-    """Article counts (total, embedded, pending, stale), active model and vector index."""
-    return jsonify(knowledge_stats(db(), runtime().embedder.model_name))
+    """Article counts (total, embedded, pending, stale), active model; the vector index only for admins."""
+    counts = knowledge_stats(db(), runtime().embedder.model_name)
+    if g.get("identity") is None:
+        counts["index"] = None  # its DDL and cluster counts describe the schema, not the help center
+    return jsonify(counts)
 
 
 @health.get("/healthz")
@@ -114,5 +120,8 @@ def healthz():
     try:
         db().execute(sa.text("SELECT 1"))
     except sa.exc.SQLAlchemyError as exc:
-        raise ApiError(503, "database_unavailable", "the database is not reachable", {"reason": str(exc)})
+        # The driver's text names the socket path or host: it goes to the log, never to the caller.
+        log.warning("health check: database unreachable: %s", type(getattr(exc, "orig", None) or exc).__name__)
+        raise ApiError(503, "database_unavailable", "the database is not reachable", {},
+                       {"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)})
     return jsonify({"status": "ok", "database": "ok"})

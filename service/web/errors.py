@@ -58,14 +58,48 @@ def _code_for(exc: HTTPException) -> str:
     return (exc.name or "error").lower().replace(" ", "_").replace("'", "")
 
 
-def _database_error(exc: sa.exc.SQLAlchemyError) -> Response:
-    """A lost or refused connection is an outage (503, retry); a refused value is the caller's (400)."""
+# SQLSTATE classes and codes that mean the server is unreachable or going away: the only "outage".
+_OUTAGE_CLASSES = ("08", "53")  # connection exception; insufficient resources (e.g. too many connections)
+_OUTAGE_CODES = frozenset({"57P01", "57P02", "57P03"})  # admin/crash shutdown, cannot connect now
+_TIMEOUT_CODES = frozenset({"57014"})  # query_canceled: the statement timeout
+_TOO_COMPLEX_CLASS = "54"  # program limit exceeded: stack depth, statement too complex, too many columns
+
+
+def database_error_cause(exc: sa.exc.SQLAlchemyError) -> str:
+    """Why a database call failed: ``outage``, ``timeout``, ``too_complex``, ``refused_value`` or ``other``."""
     if isinstance(exc, sa.exc.DataError):
-        log.warning("database refused a value: %s", type(exc.orig).__name__)
+        return "refused_value"
+    if isinstance(exc, (sa.exc.InterfaceError, sa.exc.TimeoutError)):
+        return "outage"  # the driver lost the connection, or the pool had none to give
+    sqlstate = getattr(getattr(exc, "orig", None), "sqlstate", None)
+    if sqlstate is None:
+        # No answer from the server at all (refused, reset, closed): an outage, unless it is no driver error.
+        return "outage" if isinstance(exc, sa.exc.OperationalError) else "other"
+    if sqlstate in _TIMEOUT_CODES:
+        return "timeout"
+    if sqlstate.startswith(_TOO_COMPLEX_CLASS):
+        return "too_complex"
+    if sqlstate.startswith(_OUTAGE_CLASSES) or sqlstate in _OUTAGE_CODES:
+        return "outage"
+    return "other"
+
+
+def _database_error(exc: sa.exc.SQLAlchemyError) -> Response:
+    """Map a database error by its cause: only a real outage says ``database_unavailable`` (503, retry)."""
+    cause = database_error_cause(exc)
+    log.warning("database error (%s): %s", cause, type(getattr(exc, "orig", None) or exc).__name__)
+    if cause == "refused_value":
         return _answer(400, "invalid_input", "a value in the request cannot be stored or searched")
-    log.warning("database unavailable: %s", type(exc).__name__)
-    return _answer(503, "database_unavailable", "the database is unavailable; try again shortly", {},
-                   {"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)})
+    if cause == "too_complex":
+        return _answer(400, "query_too_complex", "the request is too complex to run; shorten or simplify it")
+    if cause == "timeout":
+        return _answer(503, "statement_timeout", "the database took too long to answer; try again, or simplify "
+                       "the request", {}, {"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)})
+    if cause == "outage":
+        return _answer(503, "database_unavailable", "the database is unavailable; try again shortly", {},
+                       {"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)})
+    log.error("unexpected database error", exc_info=exc)
+    return _answer(500, "internal_error", "an unexpected error occurred")
 
 
 def register_error_handlers(app: Flask) -> None:

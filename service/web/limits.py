@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import unicodedata
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -31,25 +32,29 @@ RETURNING hits, extract(epoch FROM expires_at - clock_timestamp()) AS seconds_le
 
 SWEEP_SQL = sa.text("DELETE FROM rate_limit_counters WHERE expires_at < clock_timestamp()")
 
-# Failed logins per username: one row per bucket (window_start fixed at the epoch) whose window starts at the
-# first failure, not at a clock boundary, so failures a second apart always add up; and the failure that reaches
-# the limit extends it to a full window from now, so a lock lasts the whole window (a clock-aligned window
-# locked for seconds when the limit was reached just before its end).
-FAILURE_SQL = sa.text("""
-INSERT INTO rate_limit_counters (bucket, window_start, hits, expires_at)
-VALUES (:bucket, to_timestamp(0), 1, clock_timestamp() + make_interval(secs => :seconds))
-ON CONFLICT (bucket, window_start) DO UPDATE SET
-    hits = CASE WHEN rate_limit_counters.expires_at <= clock_timestamp() THEN 1
-                ELSE rate_limit_counters.hits + 1 END,
-    expires_at = CASE WHEN rate_limit_counters.expires_at <= clock_timestamp()
-                           OR rate_limit_counters.hits + 1 >= :limit THEN EXCLUDED.expires_at
-                      ELSE rate_limit_counters.expires_at END
+# Failed logins per (normalised username, client address), OWASP style: a pair may fail ``limit`` times, then
+# waits a window, then twice as long after its next failure, and so on (capped at a day). Each attempt is counted
+# before the password is checked, in one upsert that refuses while the pair is waiting, so simultaneous attempts
+# cannot all get through; a success deletes the row. Another address is not held up: no lockout as a service.
+_FAILURES = "CASE WHEN t.expires_at <= clock_timestamp() THEN 1 ELSE t.failures + 1 END"
+_LOCK = """CASE WHEN {failures} >= :limit
+    THEN clock_timestamp() + make_interval(secs => least(:seconds * power(2, least({failures} - :limit, 20)), 86400))
+    ELSE clock_timestamp() END"""
+ATTEMPT_SQL = sa.text(f"""
+INSERT INTO login_throttles AS t (bucket, failures, locked_until, expires_at)
+VALUES (:bucket, 1, {_LOCK.format(failures="1")}, {_LOCK.format(failures="1")} + make_interval(secs => :seconds))
+ON CONFLICT (bucket) DO UPDATE SET
+    failures = {_FAILURES},
+    locked_until = {_LOCK.format(failures=_FAILURES)},
+    expires_at = {_LOCK.format(failures=_FAILURES)} + make_interval(secs => :seconds)
+WHERE t.locked_until <= clock_timestamp()
+RETURNING failures
 """)
-FAILURES_SQL = sa.text("""
-SELECT hits, extract(epoch FROM expires_at - clock_timestamp()) AS seconds_left
-FROM rate_limit_counters
-WHERE bucket = :bucket AND window_start = to_timestamp(0) AND expires_at > clock_timestamp()
+WAIT_SQL = sa.text("""
+SELECT extract(epoch FROM locked_until - clock_timestamp()) AS seconds_left FROM login_throttles WHERE bucket = :bucket
 """)
+RESET_SQL = sa.text("DELETE FROM login_throttles WHERE bucket = :bucket")
+SWEEP_LOGINS_SQL = sa.text("DELETE FROM login_throttles WHERE expires_at < clock_timestamp()")
 
 # POST endpoint → (scope, the Settings attribute holding its limit). Admins are not limited.
 LIMITED_ENDPOINTS = {
@@ -108,22 +113,26 @@ def enforce_rate_limits() -> None:
         raise too_many(f"{scope} requests from your address", limit, count.retry_after)
 
 
-def _login_bucket(username: str) -> str:
-    """Failed logins are counted per submitted username (hashed: the table never holds what was typed)."""
-    digest = hashlib.sha256(username.strip().lower().encode("utf-8", "replace")).hexdigest()[:32]
-    return f"login-failures:{digest}"
+def login_bucket(username: str, client: str | None) -> str:
+    """The throttle key of a username as typed (NFKC, trimmed, case-folded: "OTHER", " other" and "oThEr" are
+    one) from one client address; hashed, so the table never holds what was typed."""
+    name = unicodedata.normalize("NFKC", username).strip().casefold()
+    return hashlib.sha256(f"{name}\0{client or ''}".encode("utf-8", "replace")).hexdigest()[:32]
 
 
-def refuse_locked_username(session: Session, username: str, lockout: tuple[int, int]) -> None:
-    """429 for a full window after a username's ``lockout[0]``-th failed login within a window of the first one
-    (failures from any address count)."""
-    row = session.execute(FAILURES_SQL, {"bucket": _login_bucket(username)}).one_or_none()
-    if row is not None and row.hits >= lockout[0]:
-        raise too_many("failed logins for this username; it is locked", lockout,
-                       max(1, math.ceil(row.seconds_left)))
+def reserve_login_attempt(session: Session, bucket: str, lockout: tuple[int, int]) -> None:
+    """Count this attempt as a failure before the password is checked (``clear_login_failures`` undoes it on
+    success); 429 while the pair waits."""
+    if random.random() < SWEEP_PROBABILITY:
+        session.execute(SWEEP_LOGINS_SQL)
+    limit, seconds = lockout
+    if session.execute(ATTEMPT_SQL, {"bucket": bucket, "limit": limit, "seconds": seconds}).one_or_none():
+        return
+    wait = session.execute(WAIT_SQL, {"bucket": bucket}).scalar_one_or_none() or 1
+    raise too_many("failed logins for this username from your address; it is locked", lockout,
+                   max(1, math.ceil(wait)))
 
 
-def count_failed_login(session: Session, username: str, lockout: tuple[int, int]) -> None:
-    """Count one failed login against the username (the caller commits)."""
-    _maybe_sweep(session)
-    session.execute(FAILURE_SQL, {"bucket": _login_bucket(username), "seconds": lockout[1], "limit": lockout[0]})
+def clear_login_failures(session: Session, bucket: str) -> None:
+    """A successful login forgets the pair's failures."""
+    session.execute(RESET_SQL, {"bucket": bucket})

@@ -9,29 +9,27 @@ from __future__ import annotations
 from typing import Any
 
 from service.db.models import (
-    CATEGORY_MAX,
-    CHANNELS,
-    CONTENT_MAX,
-    IMPORTANCE_MAX,
-    IMPORTANCE_MIN,
-    MESSAGE_KINDS,
-    TICKET_STATUSES,
-    TITLE_MAX,
-    WORK_STATES,
     CANDIDATE_ACTIONS,
     CANDIDATE_SOURCES,
     CANDIDATE_STATUSES,
+    CATEGORY_MAX,
+    CHANNELS,
+    CONTENT_MAX,
     IMPORTANCE_CHANGE_REASONS,
+    IMPORTANCE_MAX,
+    IMPORTANCE_MIN,
+    MESSAGE_KINDS,
     PROPOSAL_STATUSES,
+    TICKET_STATUSES,
+    TITLE_MAX,
+    WORK_STATES,
 )
-from service.tickets.validation import BODY_MAX, COMMENT_MAX, EMAIL_MAX, SUBJECT_MAX
+from service.tickets.validation import BODY_MAX, COMMENT_MAX, EMAIL_MAX, EMAIL_PATTERN, SUBJECT_MAX
 from service.validation import QUERY_MAX, SEARCH_LIMIT_MAX
 
 # Some non-blank character and no NUL: what the validators call "text".
 TEXT_PATTERN = "^[^\\u0000]*\\S[^\\u0000]*$"
 NO_NUL_PATTERN = "^[^\\u0000]*$"
-_EMAIL_PART = "[^@\\s\\u0000-\\u001f\\u007f\\u0085]+"
-EMAIL_PATTERN = f"^{_EMAIL_PART}@{_EMAIL_PART}\\.{_EMAIL_PART}$"
 
 
 def ref(name: str) -> dict[str, str]:

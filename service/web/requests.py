@@ -13,6 +13,8 @@ from service.web.payload import parse_json_object
 
 # C0 controls other than tab, and DEL: nothing a person types into a filter or a search box.
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# ASCII digits only: str.isdigit() is true for "²" and int() takes "١٢", " 7", "1_0"; 19 digits fit a bigint.
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,19}")
 
 
 def runtime() -> Runtime:
@@ -44,15 +46,23 @@ def check_query_string() -> None:
                            {shown: "must not contain NUL or control characters"})
 
 
+def parse_whole_number(raw: str | None) -> int | None:
+    """The one parser for numbers in query strings: ASCII digits only (at most 19), else None."""
+    if raw is None or _WHOLE_NUMBER.fullmatch(raw) is None:
+        return None
+    return int(raw)
+
+
 def int_arg(name: str, default: int, *, low: int, high: int) -> int:
     """An integer query-string argument within [low, high], or a 400."""
     raw = request.args.get(name)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
+    value = parse_whole_number(raw.removeprefix("-"))
+    if value is None:
         raise ApiError(400, "validation_error", f"{name} must be an integer", {name: "must be an integer"})
+    if raw.startswith("-"):
+        value = -value
     if not low <= value <= high:
         raise ApiError(400, "validation_error", f"{name} out of range", {name: f"must be between {low} and {high}"})
     return value

@@ -7,13 +7,19 @@ import signal
 import sys
 from dataclasses import dataclass
 
+import json
+from pathlib import Path
+
 import click
+from gunicorn import util as gunicorn_util
 from gunicorn.app.base import BaseApplication
+from gunicorn.workers.gthread import ThreadWorker
 
 from service.accounts import count_admins
 from service.config import Settings
 from service.mail.worker import start_mail_worker
 from service.runtime import Runtime
+from service.tickets.recovery import start_recovery_thread
 from service.web.app import create_app
 
 
@@ -29,12 +35,18 @@ def _prepare(settings: Settings) -> Runtime:
     return runtime
 
 
+def console_command() -> str:
+    """How to run ``supportrag`` from any shell: the console script's full path, which needs no venv on PATH."""
+    script = Path(sys.executable).parent / "supportrag"
+    return str(script) if script.exists() else f"{sys.executable} -m service.cli.main"
+
+
 def _explain_admin_setup(runtime: Runtime) -> None:
     """With no admin yet, say how to make one: there is deliberately no default account."""
     with runtime.session() as session:
         if count_admins(session):
             return
-    click.echo("no admin account yet: create one with 'supportrag admin create --username NAME' "
+    click.echo(f"no admin account yet: create one with '{console_command()} admin create --username NAME' "
                "(it asks for a password), then log in at /admin/login")
 
 
@@ -83,7 +95,8 @@ def serve_forever(*, host: str | None, port: int | None, dev: bool, workers: int
     host = host or settings.host
     port = settings.port if port is None else port
     runtime = _prepare(settings)
-    click.echo(f"serving on http://{host}:{port}  (API: /api, health: /healthz)")
+    click.echo(f"serving on http://{host}:{port}  (help center: /help, admin: /admin, API: /api, "
+               "health: /healthz)")
     if dev:
         # Exit through SystemExit on SIGTERM so atexit handlers detach from (and stop) the embedded server.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -97,13 +110,55 @@ def serve_forever(*, host: str | None, port: int | None, dev: bool, workers: int
     _run_gunicorn(host=host, port=port, workers=size.workers, threads=size.threads)
 
 
+# The access log names the path only: a query string may hold a ticket's secret link (?key=…), never logged.
+ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(L)ss'
+
+
+def write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
+    """gunicorn's answer to a request it cannot parse (bad header, line too long), in the one JSON error shape.
+
+    The message is the reason only: gunicorn's detail can quote what the client sent.
+    """
+    code = reason.lower().replace(" ", "_")
+    body = json.dumps({"error": {"code": code, "message": f"{reason}: the request could not be read",
+                                 "details": {}}}).encode()
+    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nX-Content-Type-Options: nosniff\r\n\r\n").encode("latin-1")
+    gunicorn_util.write_nonblock(sock, head + body)
+
+
+class JsonErrorWorker(ThreadWorker):
+    """gunicorn's threaded worker, answering unparseable requests in JSON rather than its HTML page."""
+
+    def init_process(self) -> None:
+        # gunicorn writes those answers through util.write_error, which it offers no setting for; this worker
+        # process replaces it for itself (the master and other programs keep gunicorn's).
+        gunicorn_util.write_error = write_json_error
+        super().init_process()
+
+
+RECOVERY_INTERVAL_SECONDS = 60  # how often each worker looks for tickets a dead worker left unanswered
+
+
+def load_app():
+    """The app for one worker, with the local model loaded now: the first request must not wait 4–5 s for it."""
+    app = create_app()
+    runtime = app.extensions["supportrag"]
+    if runtime.settings.embedding_provider == "local":
+        runtime.embedder.embed(["warm up"])
+        click.echo(f"worker {os.getpid()} ready: local embedding model loaded", err=True)
+    start_recovery_thread(runtime, interval_seconds=RECOVERY_INTERVAL_SECONDS)
+    return app
+
+
 def _run_gunicorn(*, host: str, port: int, workers: int, threads: int) -> None:
     """Serve the app under gunicorn's threaded workers."""
     class _Application(BaseApplication):
         def load_config(self) -> None:
             for key, value in {
                 "bind": f"{host}:{port}", "workers": workers, "threads": threads,
-                "worker_class": "gthread", "timeout": 120, "accesslog": "-",
+                "worker_class": "service.web.serving.JsonErrorWorker", "timeout": 120, "accesslog": "-",
+                "access_log_format": ACCESS_LOG_FORMAT,
                 # One shared control socket per user would clash between two services.
                 "control_socket_disable": True, "post_fork": _post_fork,
             }.items():
@@ -112,7 +167,7 @@ def _run_gunicorn(*, host: str, port: int, workers: int, threads: int) -> None:
 
         def load(self):
             # In each worker, after the fork: every worker runs a mail thread; an advisory lock lets one send.
-            app = create_app()
+            app = load_app()
             start_mail_worker(app.extensions["supportrag"])
             return app
 

@@ -39,7 +39,8 @@ def tickets_create():
     if acknowledge(db(), rt.settings, ticket_id, link=ticket_link(ticket_id, secret),
                    answer=view.answer if view.status == "answered" else None):
         db().commit()
-    response = jsonify({"ticket": view.to_dict(), "secret": secret})
+    shown = view.to_dict() if g.get("identity") is not None else view.to_public_dict()
+    response = jsonify({"ticket": shown, "secret": secret})
     response.status_code = 201
     response.headers["Location"] = url_for("tickets_api.tickets_show", ticket_id=ticket_id)
     return response

@@ -6,7 +6,16 @@ Import from here (``from service.db.models import Article``); the submodules spl
 and the importance audit log).
 """
 
-from service.db.models.accounts import ROLES, TOKEN_NAME_MAX, USERNAME_MAX, AdminUser, ApiToken, RateLimitCounter
+from service.db.models.accounts import (
+    ROLES,
+    TOKEN_NAME_MAX,
+    USERNAME_MAX,
+    AdminSession,
+    AdminUser,
+    ApiToken,
+    LoginThrottle,
+    RateLimitCounter,
+)
 from service.db.models.agents import (
     CHANNELS,
     DRAFT_REPLACED_AT,
@@ -22,6 +31,7 @@ from service.db.models.base import AppState, Base, BinaryVector, length_between
 from service.db.models.knowledge import (
     CATEGORY_MAX,
     CONTENT_MAX,
+    IMPORTANCE_DECIMALS,
     IMPORTANCE_MAX,
     IMPORTANCE_MIN,
     SECTION_KINDS,
@@ -54,11 +64,11 @@ from service.db.models.tickets import (
 __all__ = [
     "ANSWER_MODES", "CHANNELS", "DRAFT_REPLACED_AT", "MESSAGE_KINDS", "ROLES", "WORK_STATES",
     "CannedReply", "MailOutbox", "TicketDraft", "TicketMessage", "TicketTransition",
-    "CATEGORY_MAX", "CONTENT_MAX", "ESCALATION_REASONS", "IMPORTANCE_MAX", "IMPORTANCE_MIN",
+    "CATEGORY_MAX", "CONTENT_MAX", "ESCALATION_REASONS", "IMPORTANCE_DECIMALS", "IMPORTANCE_MAX", "IMPORTANCE_MIN",
     "CANDIDATE_ACTIONS", "CANDIDATE_SOURCES", "CANDIDATE_STATUSES", "IMPORTANCE_CHANGE_REASONS", "PROPOSAL_STATUSES",
     "ArticleCandidate", "ImportanceChange", "ImportanceProposal",
     "SECTION_KINDS", "TICKET_STATUSES", "TITLE_MAX", "TOKEN_NAME_MAX", "USERNAME_MAX",
-    "AdminUser", "AnswerFeedback", "ApiToken", "AppState", "Article", "ArticleSection", "Base", "BinaryVector",
-    "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation", "VectorCluster",
+    "AdminSession", "AdminUser", "AnswerFeedback", "ApiToken", "AppState", "Article", "ArticleSection", "Base", "BinaryVector",
+    "LoginThrottle", "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation", "VectorCluster",
     "length_between",
 ]

@@ -68,3 +68,39 @@ class RateLimitCounter(Base):
     expires_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), nullable=False)
 
     __table_args__ = (sa.Index("rate_limit_counters_expires_at", "expires_at"),)
+
+
+class AdminSession(Base):
+    """A logged-in browser: the cookie carries a random key whose SHA-256 is kept here, so logging out (or out
+    everywhere), the idle timeout and the absolute lifetime end it on the server, whatever the cookie says."""
+
+    __tablename__ = "admin_sessions"
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=False), primary_key=True)
+    admin_id: Mapped[int] = mapped_column(
+        sa.BigInteger, sa.ForeignKey("admin_users.id", ondelete="CASCADE"), nullable=False)
+    key_sha256: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(
+        sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now())
+    last_seen_at: Mapped[datetime] = mapped_column(
+        sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now())
+    expires_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), nullable=False)
+    ended_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
+
+    __table_args__ = (
+        sa.Index("admin_sessions_key_sha256", "key_sha256", unique=True),
+        sa.Index("admin_sessions_admin_id", "admin_id"),
+    )
+
+
+class LoginThrottle(Base):
+    """Failed logins for one (normalised username, client address) pair, and until when that pair must wait."""
+
+    __tablename__ = "login_throttles"
+
+    bucket: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    failures: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    locked_until: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), nullable=False)
+    expires_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), nullable=False)
+
+    __table_args__ = (sa.Index("login_throttles_expires_at", "expires_at"),)

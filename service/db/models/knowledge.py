@@ -17,6 +17,11 @@ CONTENT_MAX = 100_000
 CATEGORY_MAX = 64
 IMPORTANCE_MIN = 0.0
 IMPORTANCE_MAX = 2.0
+IMPORTANCE_DECIMALS = 3  # the application stores importance rounded to this many decimals
+# What the database itself holds to, whoever writes (migration 0011): 0, or at least 10^-100. With recency (0 or at
+# least 2^-53) and the weights (0 or at least 10^-6), no product in the ranking SQL can then underflow to an error
+# (5e-324 did); the bound sits far below any importance a person sets or a benchmark draws.
+IMPORTANCE_NOT_TINY_CHECK = "importance = 0 OR importance >= 1e-100"
 
 
 def cluster_id_column() -> Mapped[int | None]:
@@ -73,6 +78,7 @@ class Article(Base):
             sa.column("importance").between(IMPORTANCE_MIN, IMPORTANCE_MAX),
             name="knowledge_base_importance_range",
         ),
+        sa.CheckConstraint(IMPORTANCE_NOT_TINY_CHECK, name="knowledge_base_importance_not_tiny"),
         sa.CheckConstraint(
             length_between("title", 1, TITLE_MAX), name="knowledge_base_title_length"
         ),

@@ -8,7 +8,7 @@ from service.tickets.agent_metrics import REPLACED_AT, drafts_report
 from service.tickets.deflection import deflection_report
 from service.web.admin.charts import outcome_chart
 from service.web.admin.pages import nav_context
-from service.web.requests import db
+from service.web.requests import db, parse_whole_number
 
 admin_dashboard = Blueprint("admin_dashboard", __name__, url_prefix="/admin")
 admin_dashboard.context_processor(nav_context)
@@ -18,8 +18,8 @@ PERIODS = (7, 14, 30, 90)
 @admin_dashboard.get("/dashboard", endpoint="dashboard")
 def dashboard():
     """Questions asked, answered by the AI, solved, escalated and handed off; deflection; cited articles."""
-    raw = request.args.get("days", "14")
-    days = int(raw) if raw.isdigit() and int(raw) in PERIODS else 14
+    days = parse_whole_number(request.args.get("days"))
+    days = days if days in PERIODS else 14
     report = deflection_report(db(), days=days)
     return render_template("admin/dashboard.html", report=report, chart=outcome_chart(report.by_day),
                            drafts=drafts_report(db(), days=days), replaced_at=REPLACED_AT,

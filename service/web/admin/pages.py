@@ -23,9 +23,9 @@ from service.knowledge.audit import importance_history
 from service.knowledge.indexing import list_sections
 from service.tickets.queries import TicketNotFound, get_ticket, list_tickets
 from service.validation import ValidationError
-from service.web.access import log_in, log_out
-from service.web.limits import count_failed_login, refuse_locked_username
-from service.web.requests import db, page_count, runtime
+from service.web.access import log_in, log_out, log_out_everywhere
+from service.web.limits import clear_login_failures, login_bucket, reserve_login_attempt
+from service.web.requests import db, page_count, parse_whole_number, runtime
 
 admin = Blueprint("admin", __name__, url_prefix="/admin")
 PER_PAGE = 20
@@ -52,8 +52,8 @@ def safe_next(target: str | None) -> str:
 
 def _page_number() -> int:
     """``?page=`` for pages: anything odd falls back to page 1 rather than an error."""
-    raw = request.args.get("page", "1")
-    return min(max(int(raw), 1), 1_000_000) if raw.isdigit() else 1
+    page = parse_whole_number(request.args.get("page"))
+    return min(max(page, 1), 1_000_000) if page is not None else 1
 
 
 def _active_model() -> str:
@@ -96,18 +96,18 @@ def login():
     next_url = safe_next(request.values.get("next"))
     if request.method == "POST":
         username = request.form.get("username", "")
-        lockout = runtime().settings.login_lockout
+        lockout, bucket = runtime().settings.login_lockout, login_bucket(username, request.remote_addr)
         if lockout:
-            refuse_locked_username(db(), username, lockout)
+            with runtime().session() as attempt:  # committed before the password check: concurrent tries see it
+                reserve_login_attempt(attempt, bucket, lockout)
         found = authenticate(db(), username, request.form.get("password", ""))
         if found is not None:
+            if lockout:
+                clear_login_failures(db(), bucket)
             db().commit()
             log_in(found)
             flash(f"Logged in as {found.username}.", "success")
             return redirect(next_url)
-        if lockout:
-            count_failed_login(db(), username, lockout)
-            db().commit()
         flash("Wrong username or password.", "error")
         return render_template("admin/login.html", next=next_url, username=username, no_admins=False), 401
     return render_template("admin/login.html", next=next_url, username="", no_admins=count_admins(db()) == 0)
@@ -118,6 +118,14 @@ def logout():
     """End the session."""
     log_out()
     flash("Logged out.", "success")
+    return redirect(url_for("admin.login"))
+
+
+@admin.post("/logout-everywhere")
+def logout_everywhere():
+    """End every session of this account, in every browser."""
+    ended = log_out_everywhere(g.identity) if g.identity.kind == "session" else 0
+    flash(f"Logged out everywhere ({ended} session{'s' if ended != 1 else ''} ended).", "success")
     return redirect(url_for("admin.login"))
 
 
@@ -226,8 +234,8 @@ def preview():
 def tickets():
     """Tickets, newest first, optionally by status or by an article they retrieved."""
     status = request.args.get("status") if request.args.get("status") in TICKET_STATUSES else None
-    raw_article = request.args.get("article_id", "")
-    article_id = int(raw_article) if raw_article.isdigit() and 0 < int(raw_article) < 2**63 else None
+    article_id = parse_whole_number(request.args.get("article_id"))
+    article_id = article_id if article_id is not None and 0 < article_id < 2**63 else None
     page = _page_number()
     items, total = list_tickets(db(), status=status, article_id=article_id, page=page, per_page=PER_PAGE)
     article_title = db().scalar(sa.select(Article.title).where(Article.id == article_id)) if article_id else None

@@ -15,6 +15,8 @@ _MARKDOWN = MarkdownIt("commonmark", {"html": False})
 _NOT_SLUG = re.compile(r"[^\w\s-]")
 _SEPARATORS = re.compile(r"[\s_-]+")
 _CITATION = re.compile(r"(\[\d{1,2}\])")
+# A "•" line (how extractive answers quote a list as plain text) is a list item, not a soft break in a paragraph.
+_BULLET_LINE = re.compile(r"^([ \t]*)• ", re.MULTILINE)
 
 
 def slugify(text: str) -> str:
@@ -73,7 +75,7 @@ def _local_links_only(children: list[Token]) -> list[Token]:
 
 def render_answer(answer: str, links: dict[int, str]) -> Markup:
     """HTML for an answer (markdown, raw HTML escaped, only on-site links), ``[n]`` linked to ``links[n]``."""
-    tokens = _MARKDOWN.parse(answer)
+    tokens = _MARKDOWN.parse(_BULLET_LINE.sub(r"\1- ", answer))
     for token in tokens:
         if token.type == "inline" and token.children:
             token.children = [piece for child in _local_links_only(token.children)

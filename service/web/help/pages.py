@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from flask import Blueprint, redirect, render_template, request, url_for
+from flask import Blueprint, Response, redirect, render_template, request, url_for
 
 from service.db.models import Article
 from service.knowledge.articles import ArticleNotFound, get_article
@@ -34,6 +34,7 @@ from service.web.links import ticket_link
 from service.web.requests import db, runtime
 
 help_pages = Blueprint("help", __name__, url_prefix="/help")
+TICKET_COOKIE_SECONDS = 90 * 86400  # the customer's browser keeps the way back to the ticket for 90 days
 help_root = Blueprint("help_root", __name__)
 
 
@@ -43,12 +44,18 @@ def root():
     return redirect(url_for("help.index"))
 
 
+@help_pages.context_processor
+def _suggestion_floor() -> dict[str, Any]:
+    """Suggestions below the gate's similarity floor would be as off-topic as the answers it refuses."""
+    return {"suggestion_floor": runtime().settings.answer_min_similarity}
+
+
 @help_pages.after_request
 def _security_headers(response):
     response.headers.setdefault("Content-Security-Policy",
                                 "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
     response.headers.setdefault("X-Frame-Options", "DENY")
-    # Ticket pages carry their secret in the URL: never send it on to another page or site.
+    # An old-style ticket link carries its secret in the URL: never send it on to another page or site.
     response.headers.setdefault("Referrer-Policy", "no-referrer")
     response.headers.setdefault("Cache-Control", "no-store")
     return response
@@ -114,7 +121,24 @@ def ask():
     if person:
         _escalate(ticket_id, secret, email, asked_for_person=True)
         db().commit()
-    return redirect(url_for("help.ticket", ticket_id=ticket_id, key=secret), 303)
+    return _with_ticket_cookie(redirect(url_for("help.ticket", ticket_id=ticket_id), 303), ticket_id, secret)
+
+
+def _ticket_cookie(ticket_id: int) -> str:
+    return f"ticket_{ticket_id}"
+
+
+def _with_ticket_cookie(response: Response, ticket_id: int, secret: str) -> Response:
+    """Keep the ticket's secret in a cookie for its page only, so no URL (nor any log of one) holds it."""
+    response.set_cookie(_ticket_cookie(ticket_id), secret, max_age=TICKET_COOKIE_SECONDS,
+                        path=url_for("help.ticket", ticket_id=ticket_id), httponly=True, samesite="Lax",
+                        secure=runtime().settings.secure_cookies)
+    return response
+
+
+def _ticket_key(ticket_id: int) -> str:
+    """The ticket's secret: from the form that was posted, else from the ticket's cookie."""
+    return request.form.get("key") or request.cookies.get(_ticket_cookie(ticket_id), "")
 
 
 def _ticket_page(view: CustomerTicket, key: str, *, email: str = "", error: str | None = None,
@@ -140,24 +164,31 @@ def _escalate(ticket_id: int, key: str, email: str, *, asked_for_person: bool) -
 
 @help_pages.get("/tickets/<int:ticket_id>")
 def ticket(ticket_id: int):
-    """The customer's ticket: the answer, its sources, and whether an agent has it. Wrong key → 404."""
-    key = request.args.get("key", "")
+    """The customer's ticket: the answer, its sources, and whether an agent has it. Wrong key → 404.
+
+    A link with ``?key=`` (from before the cookie) is exchanged once for the cookie and a clean URL.
+    """
+    if "key" in request.args:
+        key = request.args["key"]
+        customer_ticket(db(), ticket_id, key)  # a wrong key is a 404 here, and sets no cookie
+        return _with_ticket_cookie(redirect(url_for("help.ticket", ticket_id=ticket_id), 303), ticket_id, key)
+    key = _ticket_key(ticket_id)
     return _ticket_page(customer_ticket(db(), ticket_id, key), key)
 
 
 @help_pages.post("/tickets/<int:ticket_id>/solved")
 def solved(ticket_id: int):
     """"Yes, this solved it": recorded as self-served."""
-    key = request.form.get("key", "")
+    key = _ticket_key(ticket_id)
     mark_solved(db(), ticket_id, key)
     db().commit()
-    return redirect(url_for("help.ticket", ticket_id=ticket_id, key=key, _anchor="outcome"), 303)
+    return redirect(url_for("help.ticket", ticket_id=ticket_id, _anchor="outcome"), 303)
 
 
 @help_pages.post("/tickets/<int:ticket_id>/escalate", endpoint="escalate")
 def escalate_ticket(ticket_id: int):
     """"No" or "talk to a person": an agent gets the ticket and replies to the email given."""
-    key, email = request.form.get("key", ""), request.form.get("email", "").strip()
+    key, email = _ticket_key(ticket_id), request.form.get("email", "").strip()
     try:
         _escalate(ticket_id, key, email, asked_for_person=request.form.get("person") == "1")
     except ValidationError:
@@ -165,7 +196,7 @@ def escalate_ticket(ticket_id: int):
         return _ticket_page(customer_ticket(db(), ticket_id, key), key, email=email, status=400,
                             error="Please enter the email address an agent should reply to.")
     db().commit()
-    return redirect(url_for("help.ticket", ticket_id=ticket_id, key=key, _anchor="outcome"), 303)
+    return redirect(url_for("help.ticket", ticket_id=ticket_id, _anchor="outcome"), 303)
 
 
 @help_pages.post("/tickets/<int:ticket_id>/reply", endpoint="follow_up")

@@ -56,6 +56,7 @@
   function initSuggestions(textarea) {
     const box = document.getElementById("suggestions");
     const list = document.getElementById("suggestion-list");
+    const floor = parseFloat(box.dataset.minSimilarity) || 0;
     let timer = null;
     let latest = 0;
 
@@ -80,8 +81,11 @@
         return;
       }
       if (ticket !== latest) return;  // a newer keystroke already asked
-      list.replaceChildren.apply(list, data.results.slice(0, 3).map(suggestionItem));
-      box.hidden = data.results.length === 0;
+      // The gate's floor: an article this far from the question would not answer it either. (Keyword-only
+      // results, when the embedder is down, have no similarity and are kept.)
+      const close = data.results.filter(function (r) { return r.similarity === null || r.similarity >= floor; });
+      list.replaceChildren.apply(list, close.slice(0, 3).map(suggestionItem));
+      box.hidden = close.length === 0;
     }
 
     textarea.addEventListener("input", function () {
