@@ -234,7 +234,7 @@ UPDATE admin_sessions AS s SET last_seen_at = clock_timestamp()
 FROM admin_users AS u
 WHERE s.key_sha256 = :key_sha256 AND u.id = s.admin_id AND s.ended_at IS NULL
   AND s.expires_at > clock_timestamp() AND s.last_seen_at > clock_timestamp() - make_interval(secs => :idle)
-RETURNING u.id, u.username, u.password_hash
+RETURNING u.id, u.username, u.password_hash, u.role
 """)
 # Ended or expired sessions are kept a day (who was logged in when), then deleted at the next login.
 SWEEP_SESSIONS_SQL = sa.text("""
@@ -259,7 +259,8 @@ def session_admin(session: Session, key: str, *, idle_seconds: int) -> Admin | N
     row = session.execute(TOUCH_SESSION_SQL, {"key_sha256": hash_token(key), "idle": idle_seconds}).one_or_none()
     if row is None:
         return None
-    return Admin(id=row.id, username=row.username, password_fingerprint=_fingerprint(row.password_hash))
+    return Admin(id=row.id, username=row.username, password_fingerprint=_fingerprint(row.password_hash),
+                 role=row.role)
 
 
 def end_session(session: Session, key: str) -> None:

@@ -202,7 +202,7 @@ def escalate_ticket(ticket_id: int):
 @help_pages.post("/tickets/<int:ticket_id>/reply", endpoint="follow_up")
 def follow_up_ticket(ticket_id: int):
     """The customer writes again: added to the thread; the ticket goes back to an agent."""
-    key = request.form.get("key", "")
+    key = _ticket_key(ticket_id)
     try:
         follow_up(db(), ticket_id, key, request.form.get("body", ""),
                   first_response_hours=runtime().settings.first_response_hours)
@@ -211,7 +211,7 @@ def follow_up_ticket(ticket_id: int):
         return _ticket_page(customer_ticket(db(), ticket_id, key), key, status=400,
                             error="Please write your message (up to 20,000 characters).")
     db().commit()
-    return redirect(url_for("help.ticket", ticket_id=ticket_id, key=key, _anchor="thread"), 303)
+    return redirect(url_for("help.ticket", ticket_id=ticket_id, _anchor="thread"), 303)  # no secret in the URL
 
 
 @help_pages.get("/articles")
