@@ -7,7 +7,8 @@ not units, their words are in the text sections). Term frequencies are the tsvec
 - ``bm25_terms``: per lexeme, how many units contain it (df); a lexeme no unit has is deleted.
 - ``bm25_totals`` (one row): N (units) and the summed length (avgdl = total_length / units).
 Statement-level AFTER triggers with transition tables keep all three true whoever writes (a bulk COPY pays one
-aggregate per statement, not one per row); updates that leave the tsvector unchanged cost a join and nothing else.
+aggregate per statement, not one per row); updates that leave the tsvector unchanged cost a join and nothing else;
+a TRUNCATE recounts. Writers of units queue on the totals row from their first write to their commit.
 
 Revision ID: 0014
 Revises: 0010
@@ -59,6 +60,30 @@ BEGIN
     WHERE t.id = 1;
 END $$;
 
+-- The statistics from scratch: at migration, and after a TRUNCATE (which row changes do not describe).
+CREATE FUNCTION bm25_recount() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM bm25_terms;
+    INSERT INTO bm25_terms (term, df)
+    SELECT u.lexeme, count(*) FROM (
+        SELECT search_vector FROM knowledge_base WHERE search_vector IS NOT NULL
+        UNION ALL SELECT search_vector FROM knowledge_sections WHERE search_vector IS NOT NULL
+    ) AS units, unnest(units.search_vector) AS u
+    GROUP BY u.lexeme;
+    INSERT INTO bm25_totals AS t (id, units, total_length)
+    SELECT 1, count(*), coalesce(sum(bm25_length), 0) FROM (
+        SELECT bm25_length FROM knowledge_base WHERE search_vector IS NOT NULL
+        UNION ALL SELECT bm25_length FROM knowledge_sections WHERE search_vector IS NOT NULL
+    ) AS units
+    ON CONFLICT (id) DO UPDATE SET units = EXCLUDED.units, total_length = EXCLUDED.total_length;
+END $$;
+
+CREATE FUNCTION bm25_units_truncated() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM bm25_recount();
+    RETURN NULL;
+END $$;
+
 CREATE FUNCTION bm25_units_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM bm25_apply(array_agg(n.search_vector), array_agg(n.bm25_length), array_agg(1))
@@ -94,20 +119,6 @@ TRIGGER_EVENTS = {"insert": ("NEW TABLE AS new_rows", "bm25_units_inserted"),
                   "delete": ("OLD TABLE AS old_rows", "bm25_units_deleted"),
                   "update": ("OLD TABLE AS old_rows NEW TABLE AS new_rows", "bm25_units_updated")}
 
-RECOUNT = """
-INSERT INTO bm25_terms (term, df)
-SELECT u.lexeme, count(*) FROM (
-    SELECT search_vector FROM knowledge_base WHERE search_vector IS NOT NULL
-    UNION ALL SELECT search_vector FROM knowledge_sections WHERE search_vector IS NOT NULL
-) AS units, unnest(units.search_vector) AS u
-GROUP BY u.lexeme;
-INSERT INTO bm25_totals (id, units, total_length)
-SELECT 1, count(*), coalesce(sum(bm25_length), 0) FROM (
-    SELECT bm25_length FROM knowledge_base WHERE search_vector IS NOT NULL
-    UNION ALL SELECT bm25_length FROM knowledge_sections WHERE search_vector IS NOT NULL
-) AS units;
-"""
-
 
 def upgrade() -> None:
     op.execute(FUNCTIONS)
@@ -130,17 +141,19 @@ def upgrade() -> None:
     op.add_column("knowledge_sections", sa.Column(
         "bm25_length", sa.Integer, sa.Computed(f"bm25_term_count({SECTION_VECTOR})", persisted=True),
         nullable=True))
-    op.execute(RECOUNT)
+    op.execute("SELECT bm25_recount()")
     for table in TABLES:
         for event, (transition, function) in TRIGGER_EVENTS.items():
             op.execute(f"""CREATE TRIGGER {table}_bm25_{event} AFTER {event.upper()} ON {table}
                            REFERENCING {transition} FOR EACH STATEMENT
                            EXECUTE FUNCTION {function}()""")
+        op.execute(f"""CREATE TRIGGER {table}_bm25_truncate AFTER TRUNCATE ON {table}
+                       FOR EACH STATEMENT EXECUTE FUNCTION bm25_units_truncated()""")
 
 
 def downgrade() -> None:
     for table in TABLES:
-        for event in TRIGGER_EVENTS:
+        for event in (*TRIGGER_EVENTS, "truncate"):
             op.execute(f"DROP TRIGGER {table}_bm25_{event} ON {table}")
     op.drop_column("knowledge_sections", "bm25_length")
     op.drop_column("knowledge_sections", "search_vector")
@@ -148,5 +161,6 @@ def downgrade() -> None:
     op.drop_table("bm25_totals")
     op.drop_table("bm25_terms")
     for function in ("bm25_units_updated()", "bm25_units_deleted()", "bm25_units_inserted()",
+                     "bm25_units_truncated()", "bm25_recount()",
                      "bm25_apply(tsvector[], integer[], integer[])", "bm25_heading_text(text[])", "bm25_term_count(tsvector)"):
         op.execute(f"DROP FUNCTION {function}")
