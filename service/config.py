@@ -105,6 +105,8 @@ class Settings:
     retrieval_mode: str = "vector"
     fusion_method: str = "convex"
     hybrid_vector_weight: float = 0.95
+    bm25_k1: float = 1.2  # the lexical leg's BM25 (README "Retrieval")
+    bm25_b: float = 0.75
     retrieval_granularity: str = "section"
     search_statement_timeout_ms: int = 2000
     # Abuse limits per client address (count, seconds) or None; see the README's "Reliability and security".
@@ -167,6 +169,8 @@ class Settings:
             retrieval_mode=env.get("RETRIEVAL_MODE") or "vector",
             fusion_method=env.get("FUSION_METHOD") or "convex",
             hybrid_vector_weight=_float(env, "HYBRID_VECTOR_WEIGHT", 0.95),
+            bm25_k1=_float(env, "BM25_K1", 1.2),
+            bm25_b=_float(env, "BM25_B", 0.75),
             retrieval_granularity=env.get("RETRIEVAL_GRANULARITY") or "section",
             search_statement_timeout_ms=_int(env, "SEARCH_STATEMENT_TIMEOUT_MS", 2000),
             rate_limit_tickets=parse_rate_limit("SUPPORTRAG_RATE_LIMIT_TICKETS",
@@ -213,8 +217,10 @@ class Settings:
             raise ConfigError("ANSWER_MIN_SIMILARITY must be between -1 and 1")
         if self.retrieval_mode not in ("vector", "lexical", "hybrid"):
             raise ConfigError("RETRIEVAL_MODE must be vector, lexical or hybrid")
-        if self.fusion_method not in ("convex", "rrf"):
-            raise ConfigError("FUSION_METHOD must be convex or rrf")
+        if self.fusion_method not in ("convex", "rrf", "minmax", "zscore"):
+            raise ConfigError("FUSION_METHOD must be convex, rrf, minmax or zscore")
+        if not self.bm25_k1 >= 0.0 or not 0.0 <= self.bm25_b <= 1.0:
+            raise ConfigError("BM25_K1 must not be negative and BM25_B must be between 0 and 1")
         if not 0.0 <= self.hybrid_vector_weight <= 1.0:
             raise ConfigError("HYBRID_VECTOR_WEIGHT must be between 0 and 1")
         if self.retrieval_granularity not in ("section", "article"):
