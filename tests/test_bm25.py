@@ -13,7 +13,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.knowledge.articles import add_article, delete_article, update_article
-from service.retrieval.bm25 import MAX_QUERY_TERMS, build_bm25_query, join_terms, tsquery_literal
+from service.retrieval.bm25 import (
+    MAX_QUERY_TERMS,
+    build_bm25_query,
+    every_word_query,
+    join_terms,
+    scored_terms,
+    tsquery_literal,
+)
 from service.retrieval.lexical import load_synonym_groups
 from service.retrieval.search import RetrievalSettings, run_search
 
@@ -203,3 +210,22 @@ def test_a_20000_character_query_keeps_the_rarest_terms_and_stays_fast(session):
     assert "zinc" not in built.terms  # in 32 units: dropped behind 31 rarer terms
     assert rare in [result.id for result in outcome.results]
     assert elapsed < 2.0
+
+
+@pytest.mark.parametrize("lexemes, dfs, expected_terms, expected_every_word", [
+    ([], [], [], None),
+    ([["zinc", "onyx"]], [[0, 3]], ["onyx"], "('zinc')"),  # zinc is in no unit: it cannot score, nor all match
+    ([["refund", "polici"], ["polici", "reimburs"]], [[2, 5], [5, 1]], ["reimburs", "refund"],
+     "('refund') | ('polici')"),
+])
+def test_terms_are_distinct_across_variants_rarest_first_and_every_word_stays_per_variant(
+        lexemes, dfs, expected_terms, expected_every_word):
+    assert scored_terms(lexemes, dfs, 2) == expected_terms
+    assert every_word_query(lexemes, 1) == expected_every_word
+
+
+def test_a_word_no_article_has_means_not_every_word_matched(session):
+    insert_unit_article(session, ["zinc"], [(["zinc", "cobalt"], "text")])
+    outcome = lexical_search(session, "zinc unobtainium", limit=1)
+    assert outcome.results and outcome.lexical_match == "or" and outcome.all_words_matches == 0
+    assert lexical_search(session, "zinc cobalt", limit=1).lexical_match == "and"

@@ -34,7 +34,7 @@ class Bm25Query:
 
     terms: list[str]  # lexemes some unit has, rarest first, at most MAX_QUERY_TERMS
     any_term: str | None  # 'a' | 'b' | …: the candidates (None when no term occurs anywhere)
-    all_terms: str | None  # 'a' & 'b' & …: reported as "every word matched"
+    all_terms: str | None  # (a & b) | (c & b): some variant's every word (the degraded gate's test)
     synonyms_used: list[str]
 
 
@@ -48,25 +48,41 @@ def join_terms(terms: Sequence[str], operator: str) -> str | None:
     return f" {operator} ".join(tsquery_literal(term) for term in terms) or None
 
 
-# Stemming and stop words are PostgreSQL's 'english', as in the stored vectors. A lexeme no unit has can match
-# nothing and is dropped before the cap; the rest are ranked rarest first (highest idf).
-QUERY_TERMS_SQL = sa.text("""
-WITH lexemes AS (
-    SELECT DISTINCT u.lexeme
-    FROM unnest(CAST(:variants AS text[])) AS v, unnest(to_tsvector('english', v)) AS u
-)
-SELECT l.lexeme FROM lexemes l JOIN bm25_terms t ON t.term = l.lexeme
-ORDER BY t.df, l.lexeme
-LIMIT :max_terms
+# Stemming and stop words are PostgreSQL's 'english', as in the stored vectors: each variant's distinct lexemes,
+# rarest first (df 0: no unit has it).
+VARIANT_LEXEMES_SQL = sa.text("""
+SELECT array_agg(u.lexeme ORDER BY coalesce(t.df, 0), u.lexeme) AS lexemes,
+       array_agg(coalesce(t.df, 0) ORDER BY coalesce(t.df, 0), u.lexeme) AS dfs
+FROM unnest(CAST(:variants AS text[])) WITH ORDINALITY AS v (text, number)
+CROSS JOIN LATERAL unnest(to_tsvector('english', v.text)) AS u
+LEFT JOIN bm25_terms t ON t.term = u.lexeme
+GROUP BY v.number
+ORDER BY v.number
 """)
+
+
+def every_word_query(variant_lexemes: Sequence[Sequence[str]], max_terms: int) -> str | None:
+    """``(a & b) | (c & b)``: some variant's words all match (each variant's rarest ``max_terms`` words)."""
+    groups = [join_terms(lexemes[:max_terms], "&") for lexemes in variant_lexemes if lexemes]
+    return " | ".join(f"({group})" for group in groups) or None
+
+
+def scored_terms(variant_lexemes: Sequence[Sequence[str]], variant_dfs: Sequence[Sequence[int]],
+                 max_terms: int) -> list[str]:
+    """The distinct lexemes some unit has, over every variant, rarest first, at most ``max_terms``."""
+    df = {lexeme: count for lexemes, dfs in zip(variant_lexemes, variant_dfs) for lexeme, count in zip(lexemes, dfs)}
+    return sorted((lexeme for lexeme, count in df.items() if count > 0), key=lambda t: (df[t], t))[:max_terms]
 
 
 def build_bm25_query(session: Session, query: str, groups: Sequence[Sequence[str]], *,
                      max_terms: int = MAX_QUERY_TERMS) -> Bm25Query:
-    """The query and its synonym variants as one deduplicated, capped set of terms."""
+    """The query and its synonym variants as one deduplicated, capped set of terms (a lexeme no unit has can
+    match nothing and is dropped before the cap), and the every-word query over each variant."""
     variants, added = synonym_variants(query, groups)
-    terms = list(session.execute(QUERY_TERMS_SQL, {"variants": variants, "max_terms": max_terms}).scalars())
-    return Bm25Query(terms=terms, any_term=join_terms(terms, "|"), all_terms=join_terms(terms, "&"),
+    rows = session.execute(VARIANT_LEXEMES_SQL, {"variants": variants}).all()
+    lexemes, dfs = [list(row.lexemes) for row in rows], [list(row.dfs) for row in rows]
+    terms = scored_terms(lexemes, dfs, max_terms)
+    return Bm25Query(terms=terms, any_term=join_terms(terms, "|"), all_terms=every_word_query(lexemes, max_terms),
                      synonyms_used=added)
 
 
