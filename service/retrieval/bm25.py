@@ -3,7 +3,9 @@
 Statistics (migration 0014, kept by triggers): ``bm25_terms`` (df per lexeme), ``bm25_totals`` (N units and
 their summed length), ``bm25_length`` on each unit. A unit is an article's card (``knowledge_base.search_vector``,
 title + content) or a text section (``knowledge_sections.search_vector``, heading path + text). Term frequency
-is the number of positions a lexeme has in the unit's tsvector.
+is the number of positions a lexeme has in the unit's tsvector, read by marking the query's lexemes with weight C
+(which no stored vector uses: cards are A and B, sections D) and keeping only those (``ts_filter``), in C, rather
+than unnesting every lexeme of every candidate.
 
     idf(t)    = ln(1 + (N − df + 0.5) / (df + 0.5))                      (Lucene's, never negative)
     score(u)  = Σ idf(t) · tf·(k1 + 1) / (tf + k1·(1 − b + b·len(u)/avgdl))   over the query's distinct terms
@@ -109,13 +111,13 @@ lexical_units AS (
 ),
 lexical_unit_scores AS (
     SELECT u.article_id, u.section_id,
-           (SELECT sum(q.idf * f.tf * (:bm25_k1 + 1.0)
-                       / (f.tf + :bm25_k1 * (1.0 - :bm25_b + :bm25_b * u.length / q.avgdl)))
-            FROM unnest(u.vector) AS x
-            JOIN bm25_query q ON q.term = x.lexeme
-            CROSS JOIN LATERAL (SELECT coalesce(array_length(x.positions, 1), 1)::double precision AS tf) AS f
-           ) AS score
+           sum(q.idf * f.tf * (:bm25_k1 + 1.0)
+               / (f.tf + :bm25_k1 * (1.0 - :bm25_b + :bm25_b * u.length / q.avgdl))) AS score
     FROM lexical_units u
+    CROSS JOIN LATERAL unnest(ts_filter(setweight(u.vector, 'C', CAST(:terms AS text[])), '{c}')) AS x
+    JOIN bm25_query q ON q.term = x.lexeme
+    CROSS JOIN LATERAL (SELECT coalesce(array_length(x.positions, 1), 1)::double precision AS tf) AS f
+    GROUP BY u.article_id, u.section_id
 ),
 lexical AS (
     SELECT DISTINCT ON (article_id) article_id AS id, score AS lexical_score, section_id AS lexical_section_id
