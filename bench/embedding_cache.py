@@ -54,6 +54,10 @@ class DiskCachedEmbedder:
         if not self._vectors:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():  # another run may have saved since this one loaded: keep its vectors too
+            with np.load(self.path) as stored:
+                for digest, vector in zip(stored["digests"].tolist(), stored["vectors"]):
+                    self._vectors.setdefault(digest, vector)
         partial = self.path.with_suffix(".partial.npz")
         digests = list(self._vectors)
         np.savez(partial, digests=np.array(digests), vectors=np.stack([self._vectors[d] for d in digests]))
