@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import datetime, timezone
 import time
 from collections import Counter
 
@@ -22,7 +23,9 @@ from service.retrieval.bm25 import (
     tsquery_literal,
 )
 from service.retrieval.lexical import load_synonym_groups
+from service.retrieval.ranking import RankingWeights
 from service.retrieval.search import RetrievalSettings, run_search
+from service.retrieval.sql import rank_articles
 
 from .helpers import FailingEmbedder
 
@@ -229,3 +232,41 @@ def test_a_word_no_article_has_means_not_every_word_matched(session):
     outcome = lexical_search(session, "zinc unobtainium", limit=1)
     assert outcome.results and outcome.lexical_match == "or" and outcome.all_words_matches == 0
     assert lexical_search(session, "zinc cobalt", limit=1).lexical_match == "and"
+
+
+def normalised(values: list[float], fusion: str) -> list[float]:
+    """The reference for service.retrieval.fusion: min-max or z-score over every eligible article."""
+    if fusion == "minmax":
+        low, high = min(values), max(values)
+        return [(v - low) / (high - low) if high > low else 0.0 for v in values]
+    mean = sum(values) / len(values)
+    spread = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    return [(v - mean) / spread if spread else 0.0 for v in values]
+
+
+@pytest.mark.parametrize("fusion, weight", [("minmax", 0.5), ("minmax", 0.8), ("zscore", 0.5), ("zscore", 0.8)])
+def test_normalised_fusion_matches_its_definition_over_every_eligible_article(session, fusion, weight):
+    session.execute(sa.text("DELETE FROM knowledge_base"))
+    rng = np.random.default_rng(7)
+    for number in range(8):
+        vector = np.zeros(1536, dtype=np.float32)
+        vector[:4] = rng.standard_normal(4)
+        session.execute(sa.text("""
+            INSERT INTO knowledge_base (title, content, embedding, embedding_model, importance)
+            VALUES (:title, :content, :embedding, :model, 1.0)
+        """), {"title": f"article {number}", "embedding": vector / np.linalg.norm(vector), "model": MODEL,
+               "content": " ".join(rng.choice(VOCABULARY[:6], size=int(rng.integers(1, 6))))})
+    query = build_bm25_query(session, "zinc cobalt", [])
+    query_vector = np.zeros(1536, dtype=np.float32)
+    query_vector[0] = 1.0
+    rows = rank_articles(session, query_vector, model=MODEL, limit=8, weights=RankingWeights(),
+                         retrieval=RetrievalSettings(mode="hybrid", fusion=fusion, vector_weight=weight),
+                         now=datetime.now(timezone.utc), tsquery=query.any_term, and_tsquery=query.all_terms,
+                         lexemes=query.terms)
+    assert len(rows) == 8 and any(r.lexical_score for r in rows) and not all(r.lexical_score for r in rows)
+    vector_leg = normalised([r.similarity for r in rows], fusion)
+    lexical_leg = normalised([r.lexical_score or 0.0 for r in rows], fusion)
+    combined = [weight * v + (1 - weight) * x for v, x in zip(vector_leg, lexical_leg)]
+    expected = combined if fusion == "minmax" else normalised(combined, "minmax")
+    assert [r.relevance for r in rows] == pytest.approx(expected, abs=1e-9)
+    assert [r.relevance for r in rows] == sorted((r.relevance for r in rows), reverse=True)  # recency ties
