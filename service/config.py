@@ -102,9 +102,10 @@ class Settings:
     public_search: bool = True
     public_tickets: bool = True
     secure_cookies: bool = False
-    retrieval_mode: str = "vector"
-    fusion_method: str = "convex"
-    hybrid_vector_weight: float = 0.95
+    # The default holds both FAQ dev sets and lifts long abstracts above either leg (README "Retrieval modes").
+    retrieval_mode: str = "hybrid"
+    fusion_method: str = "zscore"
+    hybrid_vector_weight: float = 0.9
     bm25_k1: float = 1.2  # the lexical leg's BM25 (README "Retrieval")
     bm25_b: float = 0.75
     retrieval_granularity: str = "section"
@@ -166,9 +167,9 @@ class Settings:
             public_search=(env.get("SUPPORTRAG_PUBLIC_SEARCH", "1") not in ("0", "false", "no")),
             public_tickets=(env.get("SUPPORTRAG_PUBLIC_TICKETS", "1") not in ("0", "false", "no")),
             secure_cookies=(env.get("SUPPORTRAG_SECURE_COOKIES", "0") not in ("0", "false", "no", "")),
-            retrieval_mode=env.get("RETRIEVAL_MODE") or "vector",
-            fusion_method=env.get("FUSION_METHOD") or "convex",
-            hybrid_vector_weight=_float(env, "HYBRID_VECTOR_WEIGHT", 0.95),
+            retrieval_mode=env.get("RETRIEVAL_MODE") or "hybrid",
+            fusion_method=env.get("FUSION_METHOD") or "zscore",
+            hybrid_vector_weight=_float(env, "HYBRID_VECTOR_WEIGHT", 0.9),
             bm25_k1=_float(env, "BM25_K1", 1.2),
             bm25_b=_float(env, "BM25_B", 0.75),
             retrieval_granularity=env.get("RETRIEVAL_GRANULARITY") or "section",
