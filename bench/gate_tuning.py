@@ -22,6 +22,7 @@ from service.knowledge.seeding import load_seed_articles
 from service.retrieval.evaluation import load_eval_set, throwaway_corpus
 from service.retrieval.search import search_knowledge
 from service.runtime import Runtime
+from service.tickets.workflow import CONTEXT_ARTICLES
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -34,8 +35,10 @@ SUPPORT_QUESTIONS = [
 
 
 def top_similarities(runtime: Runtime, texts: list[str]) -> list[float]:
+    """What the ticket gate reads: the best cosine among the articles a ticket retrieves."""
     with runtime.session() as session:
-        return [search_knowledge(session, runtime.embedder, text, limit=1, weights=runtime.weights)[0].similarity
+        return [max(r.similarity for r in search_knowledge(session, runtime.embedder, text, limit=CONTEXT_ARTICLES,
+                                                           weights=runtime.weights, retrieval=runtime.retrieval))
                 for text in texts]
 
 
