@@ -159,7 +159,7 @@ def test_vocabulary_words_are_their_own_lexemes(session):
     assert sorted(lexemes) == sorted(VOCABULARY)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(corpus=articles, query=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=6),
        limit=st.integers(1, 10), k1=st.sampled_from([1.2, 0.9, 2.0]), b=st.sampled_from([0.75, 0.0, 1.0]))
 def test_bm25_top_k_is_exactly_a_brute_force_bm25(session, corpus, query, limit, k1, b):
