@@ -1,14 +1,20 @@
-"""Measure retrieval modes and fusion weights on the stackfaq dev set through the service's search path.
+"""Sweep retrieval modes and fusion rules on the three dev sets through the service's own search path.
 
-Run by hand:  python bench/fusion_sweep.py [--shared ../shared] [--json bench/results/fusion_sweep.json]
-Loads the corpus once into a throwaway schema (as `supportrag eval` does) and scores each variant:
-vector, lexical, and hybrid with convex and RRF fusion at several vector weights.
+Run by hand:
+    python bench/fusion_sweep.py --json bench/results/fusion_sweep.json
+    python bench/plot_modes.py bench/results/fusion_sweep.json docs/fusion_sweep.svg
+Each set's corpus is loaded once into a throwaway schema (as `supportrag eval` does) and every variant is scored
+on it: vector, lexical (BM25), and hybrid with the current rule (convex, BM25 over its best match), convex over
+min-max or z-score normalised legs, and weighted RRF, at several vector weights. Vectors are cached on disk
+(bench/embedding_cache.py, under artifacts/), so a second run embeds nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,28 +24,51 @@ from service.retrieval.search import RetrievalSettings
 from service.runtime import Runtime
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from embedding_cache import DiskCachedEmbedder  # noqa: E402  (a sibling script, not a package)
+
+SETS = ("stackfaq_dev", "stackfaq_long_dev", "scifact_dev")
+RULES = {"convex": (0.95, 0.9, 0.7), "minmax": (0.3, 0.5, 0.7, 0.8, 0.85, 0.9), "zscore": (0.3, 0.5, 0.7, 0.8, 0.85, 0.9),
+         "rrf": (0.5, 0.7)}
+
+
+def variants(rules: dict[str, tuple[float, ...]]) -> dict[str, RetrievalSettings]:
+    """Every setting to score, by name."""
+    hybrid = RetrievalSettings(mode="hybrid")
+    named = {"vector": RetrievalSettings(mode="vector"), "lexical (BM25)": RetrievalSettings(mode="lexical")}
+    for fusion, weights in rules.items():
+        for weight in weights:
+            named[f"hybrid {fusion} w={weight}"] = replace(hybrid, fusion=fusion, vector_weight=weight)
+    return named
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shared", type=Path, default=HERE.parent.parent / "shared")
-    parser.add_argument("--json", type=Path, help="also write the scores here")
+    parser.add_argument("--sets", nargs="+", default=list(SETS))
+    parser.add_argument("--only", nargs="+", help="variant names to score (default: all)")
+    parser.add_argument("--json", type=Path, help="write {set: {variant: metrics}} here (merged with its content)")
     args = parser.parse_args()
-    dev = args.shared / "eval" / "stackfaq_dev"
-    eval_set = load_eval_set(dev / "corpus.jsonl", dev / "queries.jsonl", dev / "qrels.tsv")
     runtime = Runtime.start(Settings.from_env(), seed=False)
-    hybrid = RetrievalSettings(mode="hybrid")
-    variants = {"vector": RetrievalSettings(mode="vector"), "lexical": RetrievalSettings(mode="lexical")}
-    for weight in (0.8, 0.9, 0.95):
-        variants[f"hybrid convex w={weight}"] = replace(hybrid, fusion="convex", vector_weight=weight)
-    for weight in (0.5, 0.9):
-        variants[f"hybrid rrf w={weight}"] = replace(hybrid, fusion="rrf", vector_weight=weight)
-    scores = evaluate_settings(runtime, eval_set, variants)
-    print(f"{'variant':24s} {'nDCG@10':>8} {'recall@3':>9} {'success@3':>10} {'MRR@10':>8}")
-    for name, m in scores.items():
-        print(f"{name:24s} {m['ndcg@10']:8.4f} {m['recall@3']:9.4f} {m['success@3']:10.4f} {m['mrr@10']:8.4f}")
-    if args.json:
-        args.json.write_text(json.dumps(scores, indent=2))
+    cached = DiskCachedEmbedder(runtime.embedder)
+    sweep_runtime = Runtime(runtime.settings, runtime.engine, cached)
+    named = variants(RULES)
+    if args.only:
+        named = {name: named[name] for name in args.only}
+    results = json.loads(args.json.read_text()) if args.json and args.json.exists() else {}
+    for name in args.sets:
+        directory = args.shared / "eval" / name
+        eval_set = load_eval_set(directory / "corpus.jsonl", directory / "queries.jsonl", directory / "qrels.tsv")
+        started = time.perf_counter()
+        scores = evaluate_settings(sweep_runtime, eval_set, named)
+        cached.save()
+        print(f"\n{name} ({time.perf_counter() - started:.0f} s)")
+        print(f"{'variant':24s} {'nDCG@10':>8} {'recall@3':>9} {'success@3':>10} {'MRR@10':>8}")
+        for variant, m in scores.items():
+            print(f"{variant:24s} {m['ndcg@10']:8.4f} {m['recall@3']:9.4f} {m['success@3']:10.4f} {m['mrr@10']:8.4f}")
+        results.setdefault(name, {}).update(scores)
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
 """Tune the answerability gate (ANSWER_MIN_SIMILARITY) on the stackfaq dev set and off-topic questions.
 
+The search is the one the environment configures (RETRIEVAL_MODE, FUSION_METHOD, HYBRID_VECTOR_WEIGHT): the gate
+reads the cosine of what that search returns. Vectors are cached on disk (bench/embedding_cache.py).
+
 Run by hand:  python bench/gate_tuning.py [--shared ../shared]
 Loads the dev corpus into a throwaway schema, sends every dev query and every
 question of bench/data/offtopic_questions.txt through the service's search, and
@@ -11,6 +14,7 @@ with a few everyday support questions.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from service.config import Settings
@@ -18,8 +22,12 @@ from service.knowledge.seeding import load_seed_articles
 from service.retrieval.evaluation import load_eval_set, throwaway_corpus
 from service.retrieval.search import search_knowledge
 from service.runtime import Runtime
+from service.tickets.workflow import CONTEXT_ARTICLES
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from embedding_cache import DiskCachedEmbedder  # noqa: E402  (a sibling script, not a package)
+
 SUPPORT_QUESTIONS = [
     "I forgot my password", "How do I get my money back?", "Where is my package?", "Do you take PayPal?",
     "The site won't load", "My card was declined", "I can't log in", "Can I return a damaged item for a refund?",
@@ -27,8 +35,10 @@ SUPPORT_QUESTIONS = [
 
 
 def top_similarities(runtime: Runtime, texts: list[str]) -> list[float]:
+    """What the ticket gate reads: the best cosine among the articles a ticket retrieves."""
     with runtime.session() as session:
-        return [search_knowledge(session, runtime.embedder, text, limit=1, weights=runtime.weights)[0].similarity
+        return [max(r.similarity for r in search_knowledge(session, runtime.embedder, text, limit=CONTEXT_ARTICLES,
+                                                           weights=runtime.weights, retrieval=runtime.retrieval))
                 for text in texts]
 
 
@@ -48,7 +58,9 @@ def main() -> None:
     eval_set = load_eval_set(dev / "corpus.jsonl", dev / "queries.jsonl", dev / "qrels.tsv")
     off_topic = [line.strip() for line in (HERE / "data" / "offtopic_questions.txt").read_text().splitlines()
                  if line.strip()]
-    runtime = Runtime.start(Settings.from_env(), seed=False)
+    started = Runtime.start(Settings.from_env(), seed=False)  # RETRIEVAL_MODE etc. choose the search measured
+    runtime = Runtime(started.settings, started.engine, DiskCachedEmbedder(started.embedder))
+    print(f"retrieval: {runtime.retrieval}")
     floors = [round(0.20 + 0.02 * i, 2) for i in range(15)]
     with throwaway_corpus(runtime, eval_set.corpus) as (dev_runtime, _):
         dev_sims = top_similarities(dev_runtime, [q["text"] for q in eval_set.queries])

@@ -37,6 +37,8 @@ class RetrievalSettings:
     fusion: str = "convex"  # "convex" | "rrf"
     vector_weight: float = 0.95
     rrf_k: float = 60.0
+    bm25_k1: float = 1.2  # term-frequency saturation of the lexical leg (BM25)
+    bm25_b: float = 0.75  # length normalisation of the lexical leg (0: none, 1: full)
     granularity: str = "section"  # "section": an article scores by its best section; "article": its own vector
     statement_timeout_ms: int = 2000
     # Vector mode walks the cluster bounds (service.retrieval.walk) from this many sections on (planner
@@ -127,9 +129,12 @@ class Settings:
     public_search: bool = True
     public_tickets: bool = True
     secure_cookies: bool = False
-    retrieval_mode: str = "vector"
-    fusion_method: str = "convex"
-    hybrid_vector_weight: float = 0.95
+    # The default holds both FAQ dev sets and lifts long abstracts above either leg (README "Retrieval modes").
+    retrieval_mode: str = "hybrid"
+    fusion_method: str = "zscore"
+    hybrid_vector_weight: float = 0.9
+    bm25_k1: float = 1.2  # the lexical leg's BM25 (README "Retrieval")
+    bm25_b: float = 0.75
     retrieval_granularity: str = "section"
     search_statement_timeout_ms: int = 2000
     # Abuse limits per client address (count, seconds) or None; see the README's "Reliability and security".
@@ -211,9 +216,11 @@ class Settings:
             public_search=(env.get("SUPPORTRAG_PUBLIC_SEARCH", "1") not in ("0", "false", "no")),
             public_tickets=(env.get("SUPPORTRAG_PUBLIC_TICKETS", "1") not in ("0", "false", "no")),
             secure_cookies=(env.get("SUPPORTRAG_SECURE_COOKIES", "0") not in ("0", "false", "no", "")),
-            retrieval_mode=env.get("RETRIEVAL_MODE") or "vector",
-            fusion_method=env.get("FUSION_METHOD") or "convex",
-            hybrid_vector_weight=_float(env, "HYBRID_VECTOR_WEIGHT", 0.95),
+            retrieval_mode=env.get("RETRIEVAL_MODE") or "hybrid",
+            fusion_method=env.get("FUSION_METHOD") or "zscore",
+            hybrid_vector_weight=_float(env, "HYBRID_VECTOR_WEIGHT", 0.9),
+            bm25_k1=_float(env, "BM25_K1", 1.2),
+            bm25_b=_float(env, "BM25_B", 0.75),
             retrieval_granularity=env.get("RETRIEVAL_GRANULARITY") or "section",
             search_statement_timeout_ms=_int(env, "SEARCH_STATEMENT_TIMEOUT_MS", 2000),
             rate_limit_tickets=parse_rate_limit("SUPPORTRAG_RATE_LIMIT_TICKETS",
@@ -278,8 +285,10 @@ class Settings:
             raise ConfigError("ANSWER_MIN_SIMILARITY must be between -1 and 1")
         if self.retrieval_mode not in ("vector", "lexical", "hybrid"):
             raise ConfigError("RETRIEVAL_MODE must be vector, lexical or hybrid")
-        if self.fusion_method not in ("convex", "rrf"):
-            raise ConfigError("FUSION_METHOD must be convex or rrf")
+        if self.fusion_method not in ("convex", "rrf", "minmax", "zscore"):
+            raise ConfigError("FUSION_METHOD must be convex, rrf, minmax or zscore")
+        if not self.bm25_k1 >= 0.0 or not 0.0 <= self.bm25_b <= 1.0:
+            raise ConfigError("BM25_K1 must not be negative and BM25_B must be between 0 and 1")
         if not 0.0 <= self.hybrid_vector_weight <= 1.0:
             raise ConfigError("HYBRID_VECTOR_WEIGHT must be between 0 and 1")
         if self.retrieval_granularity not in ("section", "article"):

@@ -130,7 +130,7 @@ class Runtime:
 
         s = self.settings
         return RetrievalSettings(mode=s.retrieval_mode, fusion=s.fusion_method, vector_weight=s.hybrid_vector_weight,
-                                 granularity=s.retrieval_granularity,
+                                 granularity=s.retrieval_granularity, bm25_k1=s.bm25_k1, bm25_b=s.bm25_b,
                                  statement_timeout_ms=s.search_statement_timeout_ms,
                                  index_min_rows=s.search_index_min_rows, walk_budget=s.search_walk_budget)
 

@@ -144,6 +144,17 @@ def runtime(engine, settings, local_embedder) -> Iterator[Runtime]:
 
 
 @pytest.fixture
+def vector_mode(runtime) -> Runtime:
+    """The runtime searching by cosine alone (the default is hybrid): for tests of what only vector mode has,
+    such as a score that is the cosine in the formula, or an exact breakdown of an article outside the top."""
+    from dataclasses import replace
+
+    runtime.settings = replace(runtime.settings, retrieval_mode="vector")
+    runtime.__dict__.pop("retrieval", None)  # a cached_property, read from the settings
+    return runtime
+
+
+@pytest.fixture
 def session(runtime):
     """A session inside the test's transaction."""
     with runtime.sessions() as session:

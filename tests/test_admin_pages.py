@@ -220,7 +220,7 @@ def preview(client, **body) -> dict[str, Any]:
     return response.get_json()
 
 
-def test_preview_matches_search_and_gives_the_breakdown_of_an_article_outside_the_top(client, seeded):
+def test_preview_matches_search_and_gives_the_breakdown_of_an_article_outside_the_top(client, seeded, vector_mode):
     articles = {a["title"]: a for a in client.get("/api/articles").get_json()["articles"]}
     website = articles["Website not loading"]
     data = preview(client, query="I forgot my password", limit=2, article_id=website["id"])
@@ -270,7 +270,7 @@ def test_article_page_lists_its_sections_with_their_embedding_status(admin_clien
     assert "status-pending" not in html
 
 
-def test_preview_names_the_matched_section_inside_and_outside_the_top(client, seeded):
+def test_preview_names_the_matched_section_inside_and_outside_the_top(client, seeded, vector_mode):
     articles = {a["title"]: a for a in client.get("/api/articles").get_json()["articles"]}
     data = preview(client, query="my card was declined", limit=1, article_id=articles["Reset your password"]["id"])
     assert data["results"][0]["section"] == "Payment methods accepted › Payment declined?"

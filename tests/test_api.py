@@ -402,8 +402,9 @@ def test_each_search_result_has_breakdown_and_score_follows_the_formula(client, 
         assert isinstance(result["snippet"], str) and result["snippet"]
         assert -1.0 <= result["similarity"] <= 1.0
         assert 0.0 <= result["recency"] <= 1.0
+        assert 0.0 <= result["relevance"] <= 1.0  # hybrid by default: the fused relevance enters the formula
         assert result["score"] == pytest.approx(
-            result["similarity"] * 0.8 + result["recency"] * 0.2 * result["importance"], abs=1e-12)
+            result["relevance"] * 0.8 + result["recency"] * 0.2 * result["importance"], abs=1e-12)
     scores = [result["score"] for result in results]
     assert scores == sorted(scores, reverse=True)
 

@@ -55,7 +55,7 @@ def test_search_json_lists_results_whose_score_is_the_product_formula(cli_env):
     for item in results:
         assert RESULT_KEYS <= item.keys()
         assert item["score"] == pytest.approx(
-            item["similarity"] * 0.8 + item["recency"] * 0.2 * item["importance"], abs=1e-9)
+            item["relevance"] * 0.8 + item["recency"] * 0.2 * item["importance"], abs=1e-9)
         assert item["snippet"]
     assert [item["score"] for item in results] == sorted((item["score"] for item in results), reverse=True)
 

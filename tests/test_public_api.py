@@ -42,7 +42,7 @@ SCRIPT = textwrap.dedent("""
                     "embedding_model": added.embedding_model}
     hits = search_articles("How much money is left on my gift card?", limit=2)
     out["gift_search"] = [{"id": r.id, "title": r.title, "importance": r.importance, "score": r.score,
-                           "similarity": r.similarity, "recency": r.recency} for r in hits]
+                           "similarity": r.similarity, "relevance": r.relevance, "recency": r.recency} for r in hits]
 
     invalid_calls = {
         "empty_title": lambda: add_knowledge_article("", "Some content"),
@@ -112,7 +112,7 @@ def test_public_api_needs_no_setup_seeds_searches_adds_and_validates_on_the_conf
     top = out["gift_search"][0]
     assert (top["id"], top["title"], top["importance"]) == (added["id"], "Gift card balance", 1.5)
     for hit in out["gift_search"]:
-        assert hit["score"] == pytest.approx(hit["similarity"] * 0.8 + hit["recency"] * 0.2 * hit["importance"])
+        assert hit["score"] == pytest.approx(hit["relevance"] * 0.8 + hit["recency"] * 0.2 * hit["importance"])
 
     assert out["errors"] == {
         "empty_title": ["title"],

@@ -177,7 +177,7 @@ def test_chat_request_sends_the_configured_model_a_low_temperature_and_the_api_k
 # --- citations round trip ------------------------------------------------------------------------
 
 def test_model_answer_citing_one_and_two_is_stored_with_those_articles_marked_cited(seeded, make_chat,
-                                                                                    fake_openai):
+                                                                                    fake_openai, vector_mode):
     fake_openai.state.chat_reply = "Use the reset link [1]. Also see [2]."
 
     ticket = ask(seeded, make_chat())
@@ -452,7 +452,7 @@ def test_cli_ask_offline_quotes_and_cites_the_refund_article(cli_env):
 
 # --- HTTP ----------------------------------------------------------------------------------------
 
-def test_post_ticket_returns_201_with_answer_citations_and_location(seeded, client):
+def test_post_ticket_returns_201_with_answer_citations_and_location(seeded, client, vector_mode):
     response = client.post("/api/tickets", json={**PASSWORD, "email": " ann@example.com "})
 
     assert response.status_code == 201, response.get_data(as_text=True)

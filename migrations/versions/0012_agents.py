@@ -4,7 +4,7 @@ Existing tickets get their thread back-filled (the question, and the AI's answer
 already escalated to an agent is opened.
 
 Revision ID: 0012
-Revises: 0010
+Revises: 0011
 Create Date: 2026-12-01
 """
 

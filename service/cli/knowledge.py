@@ -141,7 +141,7 @@ def reembed(batch_size: int) -> None:
 @click.argument("qrels", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--mode", "modes", multiple=True, type=click.Choice(["vector", "lexical", "hybrid"]),
               help="Retrieval mode(s) to measure (repeatable; default RETRIEVAL_MODE).")
-@click.option("--fusion", type=click.Choice(["convex", "rrf"]), help="Override FUSION_METHOD.")
+@click.option("--fusion", type=click.Choice(["convex", "rrf", "minmax", "zscore"]), help="Override FUSION_METHOD.")
 @click.option("--vector-weight", type=float, help="Override HYBRID_VECTOR_WEIGHT.")
 @click.option("--granularity", type=click.Choice(["section", "article"]), help="Override RETRIEVAL_GRANULARITY.")
 @click.option("--json", "as_json", is_flag=True,

@@ -14,7 +14,8 @@ from sqlalchemy.orm import Session
 from service.db.engine import READ_REPLICA
 from service.knowledge.sections import PATH_SEPARATOR
 from service.providers.embeddings import Embedder, EmbeddingError, embed_padded
-from service.retrieval.lexical import build_lexical_query, load_synonym_groups
+from service.retrieval.bm25 import build_bm25_query
+from service.retrieval.lexical import load_synonym_groups
 from service.retrieval.ranking import RankingWeights
 from service.retrieval.snippets import content_words, make_snippet  # noqa: F401  (part of this module's API)
 from service.retrieval.sql import RankedRow, RetrievalSettings, count_lexical_matches, rank_articles
@@ -135,26 +136,28 @@ SET_TIMEOUT_SQL = text("SELECT set_config('statement_timeout', :ms, true)").exec
 def _search_with_lexical_leg(session: Session, embedder: Embedder, query: str, vector: np.ndarray | None, *,
                              limit: int, weights: RankingWeights, retrieval: RetrievalSettings, mode: str,
                              degraded: str | None, now: datetime, source_prefix: str | None) -> SearchOutcome:
-    """Lexical or hybrid: AND query first, OR query when AND finds fewer than ``limit`` articles."""
+    """Lexical or hybrid: BM25 over the articles that match any of the query's (deduplicated, capped) terms.
+
+    ``lexical_match`` says whether at least ``limit`` articles match every term ("and") or not ("or").
+    """
     # Bounded: a query of common words must not hold a connection for long.
     previous_timeout = session.execute(CURRENT_TIMEOUT_SQL).scalar_one()
     session.execute(SET_TIMEOUT_SQL, {"ms": str(retrieval.statement_timeout_ms)})
-    lexical = build_lexical_query(session, query, load_synonym_groups(session))
-    tsquery, match, and_matches = lexical.and_query, "and", 0
-    if tsquery:
-        and_matches = count_lexical_matches(session, tsquery, model=embedder.model_name, enough=limit,
+    lexical = build_bm25_query(session, query, load_synonym_groups(session))
+    and_matches = 0
+    if lexical.all_terms:
+        and_matches = count_lexical_matches(session, lexical.all_terms, model=embedder.model_name, enough=limit,
                                             source_prefix=source_prefix)
-        if and_matches < limit:
-            tsquery, match = lexical.or_query, "or"
     rows: list[RankedRow] = []
-    if tsquery or mode == "hybrid":
+    if lexical.any_term or mode == "hybrid":
         fused = replace(retrieval, mode=mode)  # the mode may have degraded to lexical
         rows = rank_articles(session, vector, model=embedder.model_name, limit=limit, weights=weights,
-                             retrieval=fused, now=now, tsquery=tsquery, and_tsquery=lexical.and_query,
-                             lexemes=lexical.lexemes, source_prefix=source_prefix)
+                             retrieval=fused, now=now, tsquery=lexical.any_term, and_tsquery=lexical.all_terms,
+                             lexemes=lexical.terms, source_prefix=source_prefix)
     session.execute(SET_TIMEOUT_SQL, {"ms": previous_timeout})
+    match = ("and" if and_matches >= limit else "or") if lexical.any_term else None
     return SearchOutcome([_to_result(row, query) for row in rows], mode, degraded,
-                         lexical_query=tsquery, lexical_match=match if tsquery else None,
+                         lexical_query=lexical.any_term, lexical_match=match,
                          all_words_matches=and_matches, synonyms_used=lexical.synonyms_used)
 
 

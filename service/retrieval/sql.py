@@ -24,13 +24,17 @@ from sqlalchemy.orm import Session
 
 from service.config import RetrievalSettings  # built from the settings with them; re-exported here
 from service.db.engine import READ_REPLICA
+from service.retrieval.bm25 import LEXICAL_LEG
 from service.retrieval.fragments import ELIGIBLE_WHERE, RECENCY
+from service.retrieval.fusion import normalised_fusion
 from service.retrieval.ranking import RankingWeights, final_score
 from service.retrieval.walk import WalkResult, section_estimate, walk_candidates
 
 MODES = ("vector", "lexical", "hybrid")
 GRANULARITIES = ("section", "article")
-FUSIONS = ("convex", "rrf")
+# "convex": w·cosine + (1−w)·BM25/max; "minmax" and "zscore": both legs normalised over every eligible article
+# (BM25 0 where no term matches), then w·vector + (1−w)·lexical; "rrf": weighted reciprocal rank fusion.
+FUSIONS = ("convex", "rrf", "minmax", "zscore")
 
 def _eligible(*, with_vector: bool, lexical_only: bool, candidates: bool = False) -> str:
     card = "1.0 - (kb.embedding <=> CAST(:query_vector AS vector))" if with_vector else "NULL::double precision"
@@ -68,14 +72,8 @@ vector_leg AS (
 )"""
 
 
-_LEXICAL_LEG = """lexical AS (
-    SELECT kb.id, ts_rank(kb.search_vector, CAST(:tsquery AS tsquery))
-               + CASE WHEN kb.search_vector @@ CAST(:and_tsquery AS tsquery) THEN 1.0 ELSE 0.0 END AS lexical_score
-    FROM knowledge_base kb JOIN eligible e ON e.id = kb.id
-    WHERE kb.search_vector @@ CAST(:tsquery AS tsquery)
-),
-lexical_ranked AS (
-    SELECT id, lexical_score,
+_LEXICAL_RANKED = """lexical_ranked AS (
+    SELECT id, lexical_score, lexical_section_id,
            row_number() OVER (ORDER BY lexical_score DESC, id) AS lexical_rank,
            lexical_score / NULLIF(max(lexical_score) OVER (), 0) AS lexical_norm
     FROM lexical
@@ -97,9 +95,12 @@ def _fused(mode: str, fusion: str) -> str:
     if mode == "vector":
         return """fused AS (
     SELECT e.id, e.importance, e.created_at, e.recency, v.similarity, v.section_id, v.section_similarity,
-           v.similarity AS relevance, NULL::double precision AS lexical_score, NULL::bigint AS lexical_rank
+           v.similarity AS relevance, NULL::double precision AS lexical_score, NULL::bigint AS lexical_rank,
+           NULL::bigint AS lexical_section_id
     FROM eligible e JOIN vector_leg v ON v.id = e.id
 )"""
+    if mode == "hybrid" and fusion in ("minmax", "zscore"):
+        return normalised_fusion(fusion)
     if mode == "lexical":
         relevance, join = "coalesce(l.lexical_norm, 0.0)", "JOIN lexical_ranked l ON l.id = e.id"
     elif fusion == "rrf":
@@ -111,7 +112,7 @@ def _fused(mode: str, fusion: str) -> str:
         join = "LEFT JOIN lexical_ranked l ON l.id = e.id"
     return f"""fused AS (
     SELECT e.id, e.importance, e.created_at, e.recency, v.similarity, v.section_id, v.section_similarity,
-           {relevance} AS relevance, l.lexical_score, l.lexical_rank
+           {relevance} AS relevance, l.lexical_score, l.lexical_rank, l.lexical_section_id
     FROM eligible e JOIN vector_leg v ON v.id = e.id {join}
 )"""
 
@@ -120,7 +121,8 @@ def _final_select(*, lexical: bool, with_vector: bool) -> str:
     """Score and order every fused row; read titles, ranks, the matched section and evidence for the top-k."""
     # The matched section: the vector's best; without one, the section whose words match the query best.
     section_order = "(s.id = top.section_id) DESC NULLS LAST, "
-    if lexical:
+    if lexical:  # else the unit that gave the article its BM25, else the best ts_rank
+        section_order += "(s.id = top.lexical_section_id) DESC NULLS LAST, "
         section_order += "ts_rank(to_tsvector('english', s.content), CAST(:tsquery AS tsquery)) DESC, "
     vector_rank = ("""(SELECT count(*) + 1 FROM vector_leg o
             WHERE o.similarity > top.similarity OR (o.similarity = top.similarity AND o.id < top.id))"""
@@ -168,7 +170,7 @@ def build_statement(mode: str, *, fusion: str = "convex", granularity: str = "se
     ctes = [_eligible(with_vector=with_vector, lexical_only=mode == "lexical", candidates=candidates),
             _vector_leg(granularity) if with_vector else _NO_VECTOR_LEG]
     if lexical:
-        ctes.append(_LEXICAL_LEG)
+        ctes += [LEXICAL_LEG, _LEXICAL_RANKED]
     if mode == "hybrid" and fusion == "rrf":
         ctes.append(_RRF_RANKS)
     ctes.append(_fused(mode, fusion))
@@ -177,6 +179,8 @@ def build_statement(mode: str, *, fusion: str = "convex", granularity: str = "se
              sa.bindparam("window_days", type_=sa.Double),
              sa.bindparam("similarity_weight", type_=sa.Double),
              sa.bindparam("recency_weight", type_=sa.Double)]
+    if lexical:
+        binds += [sa.bindparam("bm25_k1", type_=sa.Double), sa.bindparam("bm25_b", type_=sa.Double)]
     if mode == "hybrid":
         binds.append(sa.bindparam("vector_weight", type_=sa.Double))
     if mode == "hybrid" and fusion == "rrf":
@@ -226,7 +230,10 @@ def rank_articles(session: Session, query_vector: np.ndarray | None, *, model: s
                   weights: RankingWeights, retrieval: RetrievalSettings, now: datetime,
                   tsquery: str | None = None, and_tsquery: str | None = None, lexemes: list[str] | None = None,
                   source_prefix: str | None = None) -> list[RankedRow]:
-    """The exact top-``limit`` articles for this mode; ``source_prefix`` keeps articles imported from there."""
+    """The exact top-``limit`` articles for this mode; ``source_prefix`` keeps articles imported from there.
+
+    The lexical leg scores ``lexemes`` (service.retrieval.bm25) among the articles ``tsquery`` matches.
+    """
     walk = _walk(session, query_vector, model=model, limit=limit, weights=weights, retrieval=retrieval, now=now,
                  source_prefix=source_prefix, tsquery=tsquery)
     statement = build_statement(retrieval.mode, fusion=retrieval.fusion, granularity=retrieval.granularity,
@@ -237,6 +244,7 @@ def rank_articles(session: Session, query_vector: np.ndarray | None, *, model: s
         "model": model, "limit": limit, "now": now, "window_days": weights.recency_window_days,
         "similarity_weight": weights.similarity_weight, "recency_weight": weights.recency_weight,
         "vector_weight": retrieval.vector_weight, "rrf_k": retrieval.rrf_k, "source_prefix": source_prefix,
+        "terms": lexemes or [], "bm25_k1": retrieval.bm25_k1, "bm25_b": retrieval.bm25_b,
         "candidate_ids": walk.candidate_ids if walk else None,
     }
     rows = session.execute(statement, params).mappings()

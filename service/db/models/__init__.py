@@ -1,9 +1,9 @@
 """Tables, declared once by aggregate; migrations/ creates the same schema (a test compares them).
 
 Import from here (``from service.db.models import Article``); the submodules split the tables by aggregate:
-``base`` (declarative base, column types, app state), ``knowledge``, ``tickets``, ``accounts``,
-``agents`` (thread, transitions, drafts, outbox, canned replies), ``learning`` (candidates, importance proposals
-and the importance audit log).
+``base`` (declarative base, column types, app state), ``knowledge``, ``bm25`` (its statistics), ``tickets``,
+``accounts``, ``agents`` (thread, transitions, drafts, outbox, canned replies), ``learning`` (candidates, importance
+proposals and the importance audit log).
 """
 
 from service.db.models.accounts import (
@@ -28,6 +28,7 @@ from service.db.models.agents import (
     TicketTransition,
 )
 from service.db.models.base import AppState, Base, BinaryVector, length_between
+from service.db.models.bm25 import Bm25Term, Bm25Totals
 from service.db.models.knowledge import (
     CATEGORY_MAX,
     CONTENT_MAX,
@@ -69,6 +70,7 @@ __all__ = [
     "ArticleCandidate", "ImportanceChange", "ImportanceProposal",
     "SECTION_KINDS", "TICKET_STATUSES", "TITLE_MAX", "TOKEN_NAME_MAX", "USERNAME_MAX",
     "AdminSession", "AdminUser", "AnswerFeedback", "ApiToken", "AppState", "Article", "ArticleSection", "Base", "BinaryVector",
+    "Bm25Term", "Bm25Totals",
     "LoginThrottle", "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation", "VectorCluster",
     "length_between",
 ]

@@ -11,6 +11,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from service.config import VECTOR_DIMENSIONS
 from service.db.models.base import Base, BinaryVector, length_between
+from service.db.models.bm25 import CARD_SEARCH_VECTOR, SECTION_SEARCH_VECTOR, section_search_vector_column, \
+    unit_length_column
 
 TITLE_MAX = 300
 CONTENT_MAX = 100_000
@@ -72,6 +74,7 @@ class Article(Base):
     boost_period: Mapped[int | None] = mapped_column(
         sa.Integer, sa.Computed("boost_period(created_at)", persisted=True), nullable=True)
     cluster_id: Mapped[int | None] = cluster_id_column()
+    bm25_length: Mapped[int | None] = unit_length_column(CARD_SEARCH_VECTOR)  # migration 0014
 
     __table_args__ = (
         sa.CheckConstraint(
@@ -123,6 +126,8 @@ class ArticleSection(Base):
     boost_bucket: Mapped[int] = mapped_column(sa.SmallInteger, nullable=False)
     boost_period: Mapped[int] = mapped_column(sa.Integer, nullable=False)
     cluster_id: Mapped[int | None] = cluster_id_column()
+    search_vector: Mapped[Any | None] = section_search_vector_column()  # BM25 (migration 0014)
+    bm25_length: Mapped[int | None] = unit_length_column(SECTION_SEARCH_VECTOR)
 
     __table_args__ = (
         sa.UniqueConstraint("article_id", "ordinal", name="knowledge_sections_article_ordinal"),

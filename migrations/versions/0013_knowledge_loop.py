@@ -1,7 +1,7 @@
 """The knowledge loop: the audit log of importance changes, importance proposals, article candidates.
 
-Revision ID: 0015
-Revises: 0010
+Revision ID: 0013
+Revises: 0012
 Create Date: 2026-12-01
 """
 
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
-revision = "0015"
+revision = "0013"
 down_revision = "0012"
 branch_labels = None
 depends_on = None
