@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import sqlalchemy as sa
 from benchlib import report
+from realdata import group_into_articles, load_real_vectors
 from psycopg import sql
 from sqlalchemy.orm import Session
 
@@ -67,24 +68,73 @@ def clustered(rng: np.random.Generator, centres: np.ndarray, count: int) -> np.n
     return np.pad(vectors.astype(np.float32), ((0, 0), (0, 1536 - DIMENSIONS)))
 
 
-def load(conn, rng: np.random.Generator, articles: int, per_article: int, centres: np.ndarray,
-         now: datetime) -> None:
+class SyntheticVectors:
+    """The Gaussian mixture: cards and sections drawn around ``centres``, generated chunk by chunk."""
+
+    def __init__(self, rng: np.random.Generator, centres: np.ndarray) -> None:
+        self.rng, self.centres = rng, centres
+
+    def cards(self, start: int, count: int) -> np.ndarray:
+        return clustered(self.rng, self.centres, count)
+
+    def sections(self, start: int, count: int, per_article: int) -> np.ndarray:
+        return clustered(self.rng, self.centres, count * per_article)
+
+    def queries(self, count: int) -> np.ndarray:
+        return clustered(self.rng, self.centres, count)
+
+
+class RealVectorSource:
+    """MiniLM vectors of real short texts (bench/realdata.py), grouped into articles of neighbouring texts."""
+
+    def __init__(self, articles: int, per_article: int, queries: int, seed: int) -> None:
+        real = load_real_vectors(articles * (per_article + 1), max(queries, 200), seed=seed)
+        self.groups = group_into_articles(real.corpus, per_article + 1, seed=seed)
+        self.corpus, self.held_out = real.corpus, real.queries
+
+    @staticmethod
+    def _pad(vectors: np.ndarray) -> np.ndarray:
+        return np.pad(vectors.astype(np.float32), ((0, 0), (0, 1536 - vectors.shape[1])))
+
+    def cards(self, start: int, count: int) -> np.ndarray:
+        return self._pad(self.corpus[self.groups[start:start + count, 0]])
+
+    def sections(self, start: int, count: int, per_article: int) -> np.ndarray:
+        return self._pad(self.corpus[self.groups[start:start + count, 1:].reshape(-1)])
+
+    def queries(self, count: int) -> np.ndarray:
+        return self._pad(self.held_out[:count])
+
+
+def draw_boost(rng: np.random.Generator, boosts: str, now: datetime) -> tuple[float, datetime]:
+    """An article's importance and creation date under one of the boost distributions."""
+    if boosts == "flat":  # every article equally important, ages up to a year
+        return 1.0, now - timedelta(days=float(rng.uniform(0, 365)))
+    if boosts == "mostly-flat":  # 85 % at importance 1, ages up to three years
+        importance = 1.0 if rng.random() < 0.85 else float(rng.uniform(0, 2))
+        return importance, now - timedelta(days=float(rng.uniform(0, 3 * 365)))
+    return float(rng.uniform(0, 2)), now - timedelta(days=float(rng.uniform(0, 730)))
+
+
+def load(conn, rng: np.random.Generator, articles: int, per_article: int, source, now: datetime,
+         boosts: str = "uniform") -> None:
     """Articles and sections through COPY … FORMAT BINARY, in chunks (bounded memory)."""
     with conn.cursor().copy("COPY knowledge_base (id, title, content, embedding, embedding_model, importance, "
                             "created_at) FROM STDIN WITH (FORMAT BINARY)") as copy:
         copy.set_types(["int8", "text", "text", "vector", "text", "float8", "timestamptz"])
         for start in range(0, articles, 10_000):
-            cards = clustered(rng, centres, min(10_000, articles - start))
+            cards = source.cards(start, min(10_000, articles - start))
             for offset, card in enumerate(cards):
+                importance, created = draw_boost(rng, boosts, now)
                 copy.write_row((start + offset + 1, f"article {start + offset}", "content", card, MODEL,
-                                float(rng.uniform(0, 2)), now - timedelta(days=float(rng.uniform(0, 730)))))
+                                importance, created))
     columns = ("article_id, ordinal, heading_path, content, char_start, char_end, content_sha256, embedding, "
                "embedding_model")
     with conn.cursor().copy(f"COPY knowledge_sections ({columns}) FROM STDIN WITH (FORMAT BINARY)") as copy:
         copy.set_types(["int8", "int4", "text[]", "text", "int4", "int4", "text", "vector", "text"])
         for start in range(0, articles, 10_000):
             chunk = min(10_000, articles - start)
-            vectors = clustered(rng, centres, chunk * per_article)
+            vectors = source.sections(start, chunk, per_article)
             for i in range(chunk):
                 for j in range(per_article):
                     copy.write_row((start + i + 1, j, [f"part {j}"], f"section {j}", 0, 1, "x",
@@ -148,30 +198,40 @@ def summarise(name: str, timings: list[float], results: list, reference: list) -
             "recall_at_10": recall(results, reference, 10)}
 
 
+def vector_source(args: argparse.Namespace, rng: np.random.Generator):
+    """Real text embeddings (``--real``) or the synthetic mixture."""
+    if args.real:
+        return RealVectorSource(args.articles, args.sections_per_article, args.queries, args.seed)
+    centres = rng.standard_normal((args.clusters, DIMENSIONS))
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    return SyntheticVectors(rng, centres)
+
+
 def run(engine: sa.Engine, args: argparse.Namespace, *, loaded: bool) -> dict:
     """Load and index (unless ``loaded``: a kept schema, same arguments), time every strategy; the summary."""
     rng = np.random.default_rng(args.seed)
-    centres = rng.standard_normal((args.clusters, DIMENSIONS))
-    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    source = vector_source(args, rng)
     now = datetime.now(timezone.utc)
+    world = {"data": "real" if args.real else "synthetic", "boosts": args.boosts}
     if loaded:
-        return _time_all(engine, args, rng, centres, now, {"reused_schema": args.keep_schema}, 0.0)
+        return _time_all(engine, args, source, now, {**world, "reused_schema": args.keep_schema}, 0.0)
     with engine.begin() as conn:
         started = time.perf_counter()
-        load(conn.connection.driver_connection, rng, args.articles, args.sections_per_article, centres, now)
+        load(conn.connection.driver_connection, rng, args.articles, args.sections_per_article, source, now,
+             args.boosts)
         load_s = time.perf_counter() - started
-    summary = build_clusters(engine)
+    summary = {**world, **build_clusters(engine)}
     with engine.connect() as conn:
         summary["table_mb"] = round(conn.execute(sa.text(
             "SELECT pg_total_relation_size('knowledge_sections') + pg_total_relation_size('knowledge_base')"
         )).scalar_one() / 2**20, 1)
-    return _time_all(engine, args, rng, centres, now, summary, load_s)
+    return _time_all(engine, args, source, now, summary, load_s)
 
 
-def _time_all(engine: sa.Engine, args: argparse.Namespace, rng: np.random.Generator, centres: np.ndarray,
-              now: datetime, summary: dict, load_s: float) -> dict:
+def _time_all(engine: sa.Engine, args: argparse.Namespace, source, now: datetime, summary: dict,
+              load_s: float) -> dict:
     """Every strategy over the same queries; recall against the exact scan."""
-    queries = clustered(rng, centres, args.queries)
+    queries = source.queries(args.queries)
     with engine.connect() as connection:
         session = Session(bind=connection)
         exact_t, exact_r = time_strategy(session, queries, now, "exact")
@@ -217,6 +277,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--clusters", type=int, default=64,
                         help="topics of the mixture; fewer = more articles within the boost's reach of the top")
+    parser.add_argument("--real", action="store_true",
+                        help="MiniLM vectors of real short texts (bench/realdata.py) instead of the mixture")
+    parser.add_argument("--boosts", choices=("uniform", "flat", "mostly-flat"), default="uniform",
+                        help="importance/age: uniform 0-2 and 0-730 days; flat: 1 and 0-365 days; "
+                             "mostly-flat: 85%% at 1, 0-3 years")
     parser.add_argument("--skip-naive", action="store_true", help="large corpora: the naive sort takes seconds")
     parser.add_argument("--keep-schema", help="load into this schema and keep it (profiling); reused if loaded")
     args = parser.parse_args()
