@@ -117,8 +117,6 @@ class Settings:
     database_read_url: str | None = None
     database_pool_size: int = 5
     query_cache_size: int = 1024
-    search_index_min_rows: int = 10_000
-    search_walk_budget: int = 20_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -181,8 +179,6 @@ class Settings:
             database_read_url=env.get("DATABASE_READ_URL") or None,
             database_pool_size=_int(env, "DATABASE_POOL_SIZE", 5),
             query_cache_size=_int(env, "QUERY_CACHE_SIZE", 1024),
-            search_index_min_rows=_int(env, "SEARCH_INDEX_MIN_ROWS", 10_000),
-            search_walk_budget=_int(env, "SEARCH_WALK_BUDGET", 20_000),
         )
         settings.validate()
         return settings
@@ -225,8 +221,8 @@ class Settings:
             raise ConfigError("SUPPORTRAG_PROXY_HOPS must not be negative")
         if self.database_pool_size < 1:
             raise ConfigError("DATABASE_POOL_SIZE must be at least 1")
-        if self.query_cache_size < 0 or self.search_index_min_rows < 0 or self.search_walk_budget < 0:
-            raise ConfigError("QUERY_CACHE_SIZE, SEARCH_INDEX_MIN_ROWS and SEARCH_WALK_BUDGET must not be negative")
+        if self.query_cache_size < 0:
+            raise ConfigError("QUERY_CACHE_SIZE must not be negative")
         if not 0 <= self.port <= 65535:
             raise ConfigError("PORT must be between 0 and 65535")
 

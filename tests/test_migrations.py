@@ -55,14 +55,23 @@ def test_embedding_column_is_stored_plain_so_vectors_are_not_toasted(session):
     assert storage == "p"
 
 
-def test_no_vector_index_is_kept_that_no_query_reads_and_the_walk_has_its_btrees(session):
+def test_no_vector_index_is_kept_that_exact_search_does_not_read_and_the_walk_is_gone(session):
     definitions = dict(session.execute(sa.text(
         "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('knowledge_base', 'knowledge_sections')"
     )).all())
     assert not [name for name, definition in definitions.items() if "USING hnsw" in definition
-                or "USING ivfflat" in definition]
-    for table in ("knowledge_base", "knowledge_sections"):
-        assert definitions[f"{table}_cluster_boost"].endswith("USING btree (cluster_id, boost_bucket, boost_period)")
+                or "USING ivfflat" in definition or "cluster" in name]
+    assert session.execute(sa.text("SELECT to_regclass('vector_clusters')")).scalar_one() is None
+
+
+def test_sections_store_the_model_width_and_both_tables_a_half_precision_copy(session):
+    types = dict(session.execute(sa.text("""
+        SELECT attrelid::regclass::text || '.' || attname, format_type(atttypid, atttypmod) FROM pg_attribute
+        WHERE attrelid IN ('knowledge_base'::regclass, 'knowledge_sections'::regclass)
+          AND attname IN ('embedding', 'embedding_half')
+    """)).all())
+    assert types == {"knowledge_base.embedding": "vector(1536)", "knowledge_base.embedding_half": "halfvec",
+                     "knowledge_sections.embedding": "vector", "knowledge_sections.embedding_half": "halfvec"}
 
 
 def test_embedding_column_is_vector_1536(session):

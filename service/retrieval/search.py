@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from service.db.engine import READ_REPLICA
 from service.knowledge.sections import PATH_SEPARATOR
-from service.providers.embeddings import Embedder, EmbeddingError, embed_padded
+from service.providers.embeddings import Embedder, EmbeddingError, embed_narrow
 from service.retrieval.lexical import build_lexical_query, load_synonym_groups
 from service.retrieval.ranking import RankingWeights
 from service.retrieval.snippets import content_words, make_snippet  # noqa: F401  (part of this module's API)
@@ -112,7 +112,7 @@ def run_search(session: Session, embedder: Embedder, query: str, *, limit: int =
     now = now or datetime.now(timezone.utc)
     mode, degraded, vector = retrieval.mode, None, None
     try:
-        vector = embed_padded(embedder, [query])[0]
+        vector = embed_narrow(embedder, [query])[0]
     except EmbeddingError as exc:
         if not fallback:
             raise

@@ -84,8 +84,7 @@ SCHEMAS: dict[str, Any] = {
         "synonyms_used": {"type": "array"},
     }, ["query", "model", "mode", "degraded", "weights", "results"]),
     "Stats": obj({"articles": INTEGER, "embedded": INTEGER, "pending": INTEGER, "stale": INTEGER, "model": STRING,
-                  "index": nullable(obj({"name": STRING, "definition": STRING, "clusters": INTEGER,
-                                          "unassigned": INTEGER}))},
+                  "index": nullable(obj({"name": STRING, "definition": STRING}))},
                  ["articles", "embedded", "pending", "stale", "model", "index"]),
     "TicketCreate": obj({
         "subject": text(SUBJECT_MAX), "body": text(BODY_MAX),

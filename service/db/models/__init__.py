@@ -16,7 +16,6 @@ from service.db.models.knowledge import (
     Article,
     ArticleSection,
     SynonymGroup,
-    VectorCluster,
 )
 from service.db.models.tickets import (
     ANSWER_MODES,
@@ -32,6 +31,6 @@ __all__ = [
     "ANSWER_MODES", "CATEGORY_MAX", "CONTENT_MAX", "ESCALATION_REASONS", "IMPORTANCE_MAX", "IMPORTANCE_MIN",
     "SECTION_KINDS", "TICKET_STATUSES", "TITLE_MAX", "TOKEN_NAME_MAX", "USERNAME_MAX",
     "AdminUser", "AnswerFeedback", "ApiToken", "AppState", "Article", "ArticleSection", "Base", "BinaryVector",
-    "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation", "VectorCluster",
+    "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation",
     "length_between",
 ]
