@@ -117,6 +117,9 @@ class Settings:
     database_read_url: str | None = None
     database_pool_size: int = 5
     query_cache_size: int = 1024
+    search_approximate: bool = False
+    search_approximate_candidates: int = 400
+    search_ef_search: int = 100
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -179,6 +182,9 @@ class Settings:
             database_read_url=env.get("DATABASE_READ_URL") or None,
             database_pool_size=_int(env, "DATABASE_POOL_SIZE", 5),
             query_cache_size=_int(env, "QUERY_CACHE_SIZE", 1024),
+            search_approximate=env.get("SEARCH_APPROXIMATE", "0").strip().lower() in ("1", "true", "yes"),
+            search_approximate_candidates=_int(env, "SEARCH_APPROXIMATE_CANDIDATES", 400),
+            search_ef_search=_int(env, "SEARCH_EF_SEARCH", 100),
         )
         settings.validate()
         return settings
@@ -223,6 +229,8 @@ class Settings:
             raise ConfigError("DATABASE_POOL_SIZE must be at least 1")
         if self.query_cache_size < 0:
             raise ConfigError("QUERY_CACHE_SIZE must not be negative")
+        if self.search_approximate_candidates < 1 or not 1 <= self.search_ef_search <= 1000:
+            raise ConfigError("SEARCH_APPROXIMATE_CANDIDATES must be positive and SEARCH_EF_SEARCH 1-1000")
         if not 0 <= self.port <= 65535:
             raise ConfigError("PORT must be between 0 and 65535")
 

@@ -133,7 +133,10 @@ class Runtime:
         s = self.settings
         return RetrievalSettings(mode=s.retrieval_mode, fusion=s.fusion_method, vector_weight=s.hybrid_vector_weight,
                                  granularity=s.retrieval_granularity,
-                                 statement_timeout_ms=s.search_statement_timeout_ms)
+                                 statement_timeout_ms=s.search_statement_timeout_ms,
+                                 approximate=s.search_approximate,
+                                 approximate_candidates=s.search_approximate_candidates,
+                                 ef_search=s.search_ef_search)
 
     @contextmanager
     def session(self) -> Iterator[Session]:

@@ -10,6 +10,7 @@ import click
 from service.cli import accounts, knowledge, synonyms, tickets
 from service.cli.context import CliGroup, connect, connect_bare
 from service.db.migrate import current_revision, downgrade_database, upgrade_database
+from service.retrieval.approximate import build_approximate_index
 from service.web.serving import serve_forever
 
 
@@ -71,3 +72,17 @@ def seed() -> None:
 for command in (knowledge.add, knowledge.import_command, knowledge.search, knowledge.stats, knowledge.reembed,
                 knowledge.eval_command, tickets.ask, tickets.gaps, accounts.admin, accounts.token, synonyms.synonyms):
     main.add_command(command)
+
+
+@db.command("hnsw")
+@click.option("--m", default=16, show_default=True, type=click.IntRange(2, 100), help="HNSW links per node.")
+@click.option("--ef-construction", default=64, show_default=True, type=click.IntRange(4, 1000),
+              help="Candidate list size while building.")
+def db_hnsw(m: int, ef_construction: int) -> None:
+    """Build the HNSW indexes the opt-in approximate mode reads (SEARCH_APPROXIMATE=1), for the active model."""
+    runtime = connect(seed=False)
+    with runtime.session() as session:
+        built = build_approximate_index(session, runtime.embedder.model_name, m=m, ef_construction=ef_construction)
+    if built is None:
+        raise click.ClickException(f"no vectors of {runtime.embedder.model_name} yet: import or seed first")
+    click.echo(f"built {', '.join(built.names)} on {built.width}-d half-precision vectors of {built.model}")

@@ -17,7 +17,13 @@ from service.providers.embeddings import Embedder, EmbeddingError, embed_narrow
 from service.retrieval.lexical import build_lexical_query, load_synonym_groups
 from service.retrieval.ranking import RankingWeights
 from service.retrieval.snippets import content_words, make_snippet  # noqa: F401  (part of this module's API)
-from service.retrieval.sql import RankedRow, RetrievalSettings, count_lexical_matches, rank_articles
+from service.retrieval.sql import (
+    RankedRow,
+    RetrievalSettings,
+    count_lexical_matches,
+    is_approximate,
+    rank_articles,
+)
 from service.validation import clean_search_request
 
 log = logging.getLogger(__name__)
@@ -82,6 +88,7 @@ class SearchOutcome:
     lexical_match: str | None = None  # "and" (every word matched) or "or" (the fallback)
     all_words_matches: int = 0  # articles matching every word (or a synonym), counted up to the limit
     synonyms_used: list[str] = field(default_factory=list)
+    exact: bool = True  # False: the opt-in approximate mode ranked HNSW candidates (service.retrieval.approximate)
 
 
 def _to_result(row: RankedRow, query: str) -> SearchResult:
@@ -121,7 +128,8 @@ def run_search(session: Session, embedder: Embedder, query: str, *, limit: int =
     if mode == "vector":
         rows = rank_articles(session, vector, model=embedder.model_name, limit=limit, weights=weights,
                              retrieval=retrieval, now=now, source_prefix=source_prefix)
-        return SearchOutcome([_to_result(row, query) for row in rows], mode)
+        return SearchOutcome([_to_result(row, query) for row in rows], mode,
+                             exact=not is_approximate(retrieval, with_vector=True))
     return _search_with_lexical_leg(session, embedder, query, vector, limit=limit, weights=weights,
                                     retrieval=retrieval, mode=mode, degraded=degraded, now=now,
                                     source_prefix=source_prefix)

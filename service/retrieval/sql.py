@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from service.db.engine import READ_REPLICA
 from service.retrieval.fragments import ELIGIBLE_WHERE, RECENCY
+from service.retrieval.approximate import approximate_candidates
 from service.retrieval.precision import rescore_margin, similarity_margin
 from service.retrieval.ranking import RankingWeights, final_score
 from service.retrieval.vector_legs import CANDIDATES, CARD_SIMILARITY, exact_leg, half_leg, vector_rank
@@ -33,9 +34,11 @@ MODES = ("vector", "lexical", "hybrid")
 GRANULARITIES = ("section", "article")
 FUSIONS = ("convex", "rrf")
 
-def _eligible(*, precision: str | None, lexical_only: bool) -> str:
+def _eligible(*, precision: str | None, lexical_only: bool, candidates: bool = False) -> str:
     card = CARD_SIMILARITY[precision] if precision else "NULL::double precision"
     matches = "\n      AND kb.search_vector @@ CAST(:tsquery AS tsquery)" if lexical_only else ""
+    if candidates:  # the approximate mode's candidates (service.retrieval.approximate), ranked exactly
+        matches += "\n      AND kb.id = ANY(CAST(:candidate_ids AS bigint[]))"
     return f"""eligible AS MATERIALIZED (
     SELECT kb.id, kb.importance, kb.created_at, {RECENCY} AS recency, {card} AS card_similarity
     FROM knowledge_base kb
@@ -149,9 +152,11 @@ def statement_precision(mode: str, fusion: str, with_vector: bool) -> str | None
 
 @lru_cache(maxsize=None)
 def build_statement(mode: str, *, fusion: str = "convex", granularity: str = "section",
-                    with_vector: bool = True, precision: str | None = None) -> sa.TextClause:
+                    with_vector: bool = True, precision: str | None = None,
+                    candidates: bool = False) -> sa.TextClause:
     """The one statement for this mode; ``with_vector=False`` is the lexical leg alone (embedder down);
-    ``precision`` defaults to ``statement_precision`` ("full": the full-precision scan, the reference)."""
+    ``precision`` defaults to ``statement_precision`` ("full": the full-precision scan, the reference);
+    ``candidates=True`` ranks only the articles in ``:candidate_ids`` (the approximate mode)."""
     if mode not in MODES or fusion not in FUSIONS or granularity not in GRANULARITIES:
         raise ValueError(f"unknown retrieval settings: {mode}, {fusion}, {granularity}")
     if mode != "lexical" and not with_vector:
@@ -160,12 +165,13 @@ def build_statement(mode: str, *, fusion: str = "convex", granularity: str = "se
         raise ValueError(f"precision {precision!r} does not apply to {mode}/{fusion}")
     precision = (precision or statement_precision(mode, fusion, with_vector)) if with_vector else None
     lexical = mode != "vector"
-    ctes = [_eligible(precision=precision, lexical_only=mode == "lexical")]
+    ctes = [_eligible(precision=precision, lexical_only=mode == "lexical", candidates=candidates)]
     if precision:
         ctes += _vector_ctes(mode, fusion, granularity, precision)
     else:
         ctes += [_NO_VECTOR_LEG, _LEXICAL_LEG, _fused(mode, fusion)]
-    rank = vector_rank(granularity, precision) if precision else None
+    # Among the approximate mode's candidates, a rank by similarity would not be the rank among all articles.
+    rank = vector_rank(granularity, precision) if precision and not candidates else None
     sql = "WITH " + ",\n".join(ctes) + ",\n" + _final_select(lexical=lexical, rank=rank)
     binds = [sa.bindparam("now", type_=sa.DateTime(timezone=True)),
              sa.bindparam("window_days", type_=sa.Double),
@@ -200,6 +206,11 @@ class RetrievalSettings:
     rrf_k: float = 60.0
     granularity: str = "section"  # "section": an article scores by its best section; "article": its own vector
     statement_timeout_ms: int = 2000
+    # Opt-in, vector mode only: HNSW candidates (the nearest ``approximate_candidates`` sections and cards, read
+    # with ``hnsw.ef_search``), ranked by the exact formula; results are then not proven exact.
+    approximate: bool = False
+    approximate_candidates: int = 400
+    ef_search: int = 100
 
 
 @dataclass(frozen=True)
@@ -230,6 +241,11 @@ def _float(value) -> float | None:
     return None if value is None else float(value)
 
 
+def is_approximate(retrieval: RetrievalSettings, with_vector: bool) -> bool:
+    """Whether this search takes the approximate mode (opted in, vector mode, a query vector)."""
+    return retrieval.approximate and retrieval.mode == "vector" and with_vector
+
+
 def _margins(query_vector: np.ndarray, weights: RankingWeights, retrieval: RetrievalSettings) -> dict[str, float]:
     """The half-precision statement's re-score margins for this query's width and this formula."""
     vector_weight = {"vector": 1.0, "hybrid": retrieval.vector_weight, "lexical": 0.0}[retrieval.mode]
@@ -247,15 +263,21 @@ def rank_articles(session: Session, query_vector: np.ndarray | None, *, model: s
     ``query_vector`` is at the model's own width (no padding); ``precision="full"`` forces the full-precision
     scan (the reference the default statement is proven equal to)."""
     with_vector = query_vector is not None
+    candidate_ids = None
+    if is_approximate(retrieval, with_vector) and precision is None:
+        candidate_ids = approximate_candidates(session, query_vector, model=model,
+                                               candidates=retrieval.approximate_candidates,
+                                               ef_search=retrieval.ef_search)
+        precision = "full"
     statement = build_statement(retrieval.mode, fusion=retrieval.fusion, granularity=retrieval.granularity,
-                                with_vector=with_vector, precision=precision)
+                                with_vector=with_vector, precision=precision, candidates=candidate_ids is not None)
     params = {
         "query_vector": None if query_vector is None else np.asarray(query_vector, dtype=np.float32),
         "tsquery": tsquery, "and_tsquery": and_tsquery or tsquery, "lexemes": lexemes or [],
         "model": model, "limit": limit, "now": now, "window_days": weights.recency_window_days,
         "similarity_weight": weights.similarity_weight, "recency_weight": weights.recency_weight,
         "vector_weight": retrieval.vector_weight, "rrf_k": retrieval.rrf_k, "source_prefix": source_prefix,
-        **(_margins(query_vector, weights, retrieval) if with_vector else {}),
+        "candidate_ids": candidate_ids, **(_margins(query_vector, weights, retrieval) if with_vector else {}),
     }
     rows = session.execute(statement, params).mappings()
     return [RankedRow(
