@@ -88,6 +88,9 @@ class SyntheticVectors:
     def queries(self, count: int) -> np.ndarray:
         return clustered(self.rng, self.centres, count)
 
+    def section_text(self, article: int, ordinal: int) -> str:
+        return f"section {ordinal}"
+
 
 class RealVectorSource:
     """MiniLM vectors of real short texts (bench/realdata.py), grouped into articles of neighbouring texts."""
@@ -96,6 +99,7 @@ class RealVectorSource:
         real = load_real_vectors(articles * (per_article + 1), max(queries, 200), seed=seed)
         self.groups = group_into_articles(real.corpus, per_article + 1, seed=seed)
         self.corpus, self.held_out = real.corpus, real.queries
+        self.texts, self.query_texts = real.corpus_texts, real.query_texts
 
     def cards(self, start: int, count: int) -> np.ndarray:
         return self.corpus[self.groups[start:start + count, 0]]
@@ -105,6 +109,10 @@ class RealVectorSource:
 
     def queries(self, count: int) -> np.ndarray:
         return self.held_out[:count]
+
+    def section_text(self, article: int, ordinal: int) -> str:
+        """The real text the section's vector embeds."""
+        return self.texts[self.groups[article, ordinal + 1]]
 
 
 def draw_boost(rng: np.random.Generator, boosts: str, now: datetime) -> tuple[float, datetime]:
@@ -118,7 +126,7 @@ def draw_boost(rng: np.random.Generator, boosts: str, now: datetime) -> tuple[fl
 
 
 def load(conn, rng: np.random.Generator, articles: int, per_article: int, source, now: datetime,
-         boosts: str = "uniform") -> None:
+         boosts: str = "uniform", model: str = MODEL) -> None:
     """Articles and sections through COPY … FORMAT BINARY, in chunks (bounded memory)."""
     with conn.cursor().copy("COPY knowledge_base (id, title, content, embedding, embedding_half, embedding_model, "
                             "importance, created_at) FROM STDIN WITH (FORMAT BINARY)") as copy:
@@ -128,7 +136,7 @@ def load(conn, rng: np.random.Generator, articles: int, per_article: int, source
             for offset, card in enumerate(cards):
                 importance, created = draw_boost(rng, boosts, now)
                 copy.write_row((start + offset + 1, f"article {start + offset}", "content", pad(card),
-                                HalfVector(card / np.linalg.norm(card)), MODEL, importance, created))
+                                HalfVector(card / np.linalg.norm(card)), model, importance, created))
     columns = ("article_id, ordinal, heading_path, content, char_start, char_end, content_sha256, embedding, "
                "embedding_model")
     with conn.cursor().copy(f"COPY knowledge_sections ({columns}) FROM STDIN WITH (FORMAT BINARY)") as copy:
@@ -138,8 +146,8 @@ def load(conn, rng: np.random.Generator, articles: int, per_article: int, source
             vectors = source.sections(start, chunk, per_article)
             for i in range(chunk):
                 for j in range(per_article):
-                    copy.write_row((start + i + 1, j, [f"part {j}"], f"section {j}", 0, 1, "x",
-                                    vectors[i * per_article + j], MODEL))
+                    copy.write_row((start + i + 1, j, [f"part {j}"], source.section_text(start + i, j), 0, 1, "x",
+                                    vectors[i * per_article + j], model))
 
 
 def measure_tables(engine: sa.Engine) -> dict:
@@ -242,6 +250,10 @@ def _time_all(engine: sa.Engine, args: argparse.Namespace, source, now: datetime
     timed = {}
     with engine.connect() as connection:
         session = Session(bind=connection)
+        if args.parallel_workers is not None:  # committed: each search's rollback must not undo it
+            session.execute(sa.text("SELECT set_config('max_parallel_workers_per_gather', :n, false)"),
+                            {"n": str(args.parallel_workers)})
+            session.commit()
         for strategy in strategies:
             timed[strategy] = time_strategy(session, queries, now, strategy)
         settings = dict(session.execute(sa.text(
@@ -280,6 +292,8 @@ def main() -> None:
                              "mostly-flat: 85%% at 1, 0-3 years")
     parser.add_argument("--approximate", action="store_true",
                         help="also build the HNSW indexes and time the approximate mode")
+    parser.add_argument("--parallel-workers", type=int,
+                        help="max_parallel_workers_per_gather for the searches (default: the server's)")
     parser.add_argument("--skip-naive", action="store_true", help="large corpora: the naive sort takes seconds")
     parser.add_argument("--keep-schema", help="load into this schema and keep it (profiling); reused if loaded")
     args = parser.parse_args()
