@@ -161,9 +161,9 @@ def measure_tables(engine: sa.Engine) -> dict:
                    pg_relation_size('knowledge_sections') AS section_heap,
                    pg_total_relation_size('knowledge_sections') AS section_total,
                    (SELECT count(*) FROM knowledge_sections) AS sections,
-                   (SELECT avg(pg_column_size(s.*)) FROM knowledge_sections s) AS tuple
+                   (SELECT avg(pg_column_size(s.*)) FROM knowledge_sections s) AS tuple_bytes
         """)).one()
-    return {"table_mb": round(row.total / 2**20, 1), "section_tuple_bytes": round(float(row.tuple)),
+    return {"table_mb": round(row.total / 2**20, 1), "section_tuple_bytes": round(float(row.tuple_bytes)),
             "section_heap_bytes_per_row": round(row.section_heap / row.sections),
             "section_bytes_per_row": round(row.section_total / row.sections)}
 
