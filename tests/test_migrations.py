@@ -54,12 +54,14 @@ def test_model_metadata_matches_the_migrated_schema(engine):
     assert _schema_differences(engine) == []
 
 
-def test_embedding_column_is_stored_plain_so_vectors_are_not_toasted(session):
-    storage = session.execute(sa.text("""
-        SELECT attstorage FROM pg_attribute
-        WHERE attrelid = 'knowledge_base'::regclass AND attname = 'embedding'
-    """)).scalar_one()
-    assert storage == "p"
+def test_the_scanned_half_vectors_stay_in_the_row_and_the_full_ones_go_out_of_line(session):
+    storage = dict(session.execute(sa.text("""
+        SELECT attrelid::regclass::text || '.' || attname, attstorage FROM pg_attribute
+        WHERE attrelid IN ('knowledge_base'::regclass, 'knowledge_sections'::regclass)
+          AND attname IN ('embedding', 'embedding_half')
+    """)).all())
+    assert storage == {"knowledge_base.embedding": "e", "knowledge_sections.embedding": "e",
+                       "knowledge_base.embedding_half": "m", "knowledge_sections.embedding_half": "m"}
 
 
 def test_no_vector_index_is_kept_that_exact_search_does_not_read_and_the_walk_is_gone(session):

@@ -61,6 +61,8 @@ def exact_leg(granularity: str, *, rows: str, precision: str) -> str:
     section. Over ``eligible`` in full precision, ``rows.card_similarity`` already holds the card's."""
     card = "e.card_similarity" if precision == "full" else f"""(SELECT 1.0 - ({CARD_FULL} <=> {QUERY})
              FROM knowledge_base kb WHERE kb.id = e.id)"""
+    if granularity == "section" and rows == "candidates":
+        return _candidate_sections_leg(card)
     if granularity == "article":
         return f"""vector_leg AS (
     SELECT e.id, {card} AS similarity, NULL::bigint AS section_id,
@@ -81,6 +83,22 @@ vector_leg AS (
     SELECT e.id, GREATEST({card}, coalesce(b.section_similarity, -1.0)) AS similarity,
            b.section_id, b.section_similarity
     FROM {rows} e LEFT JOIN best_section b ON b.article_id = e.id
+)"""
+
+
+def _candidate_sections_leg(card: str) -> str:
+    """``exact_leg`` for a handful of candidates: each one's sections by index, not a scan of every section
+    (the same numbers: the smallest distance, ties by ordinal)."""
+    return f"""vector_leg AS (
+    SELECT e.id, GREATEST({card}, coalesce(b.section_similarity, -1.0)) AS similarity,
+           b.section_id, b.section_similarity
+    FROM candidates e LEFT JOIN LATERAL (
+        SELECT s.id AS section_id, 1.0 - (s.embedding <=> {QUERY}) AS section_similarity
+        FROM knowledge_sections s
+        WHERE s.article_id = e.id AND s.embedding IS NOT NULL AND s.embedding_model = :model
+        ORDER BY s.embedding <=> {QUERY}, s.ordinal
+        LIMIT 1
+    ) b ON true
 )"""
 
 
