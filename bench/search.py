@@ -92,12 +92,18 @@ class SyntheticVectors:
         return f"section {ordinal}"
 
 
+REAL_POOL, REAL_QUERIES = 60_000, 200  # bench/realdata.py's default: the corpus is its first N vectors
+
+
 class RealVectorSource:
     """MiniLM vectors of real short texts (bench/realdata.py), grouped into articles of neighbouring texts."""
 
     def __init__(self, articles: int, per_article: int, queries: int, seed: int) -> None:
-        real = load_real_vectors(articles * (per_article + 1), max(queries, 200), seed=seed)
-        self.groups = group_into_articles(real.corpus, per_article + 1, seed=seed)
+        needed = articles * (per_article + 1)
+        if needed > REAL_POOL or queries > REAL_QUERIES:
+            raise SystemExit(f"the real pool holds {REAL_POOL} vectors and {REAL_QUERIES} queries")
+        real = load_real_vectors(REAL_POOL, REAL_QUERIES, seed=seed)  # embedded once, cached
+        self.groups = group_into_articles(real.corpus[:needed], per_article + 1, seed=seed)
         self.corpus, self.held_out = real.corpus, real.queries
         self.texts, self.query_texts = real.corpus_texts, real.query_texts
 
