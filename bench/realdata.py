@@ -85,7 +85,18 @@ def load_real_vectors(vectors: int, queries: int, *, seed: int = 7, source: Path
 
 def group_into_articles(vectors: np.ndarray, per_article: int, *, seed: int = 7) -> np.ndarray:
     """Row indices of shape (len(vectors) // per_article, per_article): a random seed text and its nearest
-    unassigned neighbours, greedily (each text in one article)."""
+    unassigned neighbours, greedily (each text in one article). Cached beside the vectors (minutes of work)."""
+    digest = hashlib.sha256(vectors[:: max(1, len(vectors) // 64)].tobytes()).hexdigest()[:10]
+    path = CACHE / f"groups-{digest}-{len(vectors)}-{per_article}-{seed}.npy"
+    if path.exists():
+        return np.load(path)
+    groups = _group(vectors, per_article, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, groups)
+    return groups
+
+
+def _group(vectors: np.ndarray, per_article: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     count = len(vectors) // per_article
     free = np.ones(len(vectors), dtype=bool)
