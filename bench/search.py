@@ -180,6 +180,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 STRATEGIES = ("full", "default", "approximate", "naive")
+CANDIDATES = [RetrievalSettings().approximate_candidates]  # --candidates
 
 
 def search_ids(session: Session, query: np.ndarray, now: datetime, strategy: str) -> list[int]:
@@ -187,7 +188,8 @@ def search_ids(session: Session, query: np.ndarray, now: datetime, strategy: str
     if strategy == "naive":
         return [r[0] for r in session.execute(NAIVE_SQL, {"q": query, "padded": pad(query), "now": now,
                                                           "model": MODEL, "limit": LIMIT})]
-    retrieval = RetrievalSettings(approximate=strategy == "approximate")
+    retrieval = RetrievalSettings(approximate=strategy == "approximate", approximate_candidates=CANDIDATES[0],
+                                  ef_search=min(1000, max(100, CANDIDATES[0])))
     return [r.id for r in rank_articles(session, query, model=MODEL, limit=LIMIT, weights=WEIGHTS,
                                         retrieval=retrieval, now=now,
                                         precision="full" if strategy == "full" else None)]
@@ -301,9 +303,12 @@ def main() -> None:
                         help="also build the HNSW indexes and time the approximate mode")
     parser.add_argument("--parallel-workers", type=int,
                         help="max_parallel_workers_per_gather for the searches (default: the server's)")
+    parser.add_argument("--candidates", type=int, default=CANDIDATES[0],
+                        help="approximate mode: nearest sections (and cards) whose articles are ranked")
     parser.add_argument("--skip-naive", action="store_true", help="large corpora: the naive sort takes seconds")
     parser.add_argument("--keep-schema", help="load into this schema and keep it (profiling); reused if loaded")
     args = parser.parse_args()
+    CANDIDATES[0] = args.candidates
     base_url = resolve_database_url(Settings.from_env())
     admin = create_engine(base_url, pool_size=1)
     schema = args.keep_schema or f"bench_search_{uuid.uuid4().hex[:8]}"
