@@ -164,7 +164,8 @@ def test_near_ties_inside_the_bound_are_ordered_by_full_precision_not_by_half(se
     """), {"model": MODEL, "q": query}).scalars().all()
     full = [r.id for r in rank(session, query, 10, RetrievalSettings(granularity="article"), "full")]
     assert half_only != full  # the re-score is needed...
-    assert [r.id for r in rank(session, query, 10, RetrievalSettings(granularity="article"), None)] == full  # ...and done
+    by_article = RetrievalSettings(granularity="article")
+    assert [r.id for r in rank(session, query, 10, by_article, None)] == full  # ...and it is done
 
 
 def test_the_default_statement_scans_the_half_precision_column_and_rrf_the_full_one():

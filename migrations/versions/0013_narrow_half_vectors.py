@@ -81,7 +81,8 @@ def upgrade() -> None:
     op.execute("ALTER TABLE knowledge_base ALTER COLUMN embedding SET STORAGE EXTERNAL")
     op.execute("UPDATE knowledge_base SET embedding = NULL, content_sha256 = NULL "
                "WHERE embedding IS NOT NULL AND embedding_model IS NULL")
-    op.execute("""UPDATE knowledge_base kb SET embedding_half = l2_normalize(subvector(kb.embedding, 1, w.width))::halfvec
+    op.execute("""UPDATE knowledge_base kb
+                  SET embedding_half = l2_normalize(subvector(kb.embedding, 1, w.width))::halfvec
                   FROM model_width w WHERE w.model = kb.embedding_model AND kb.embedding IS NOT NULL""")
     # Every writer stores both (a card search scans in half precision and re-scores in full).
     op.create_check_constraint("knowledge_base_embedding_half", "knowledge_base",
