@@ -153,7 +153,8 @@ def test_reembed_embeds_exactly_the_pending_and_stale_rows(cli_env, db_engine):
         originals = {row.id: np.array(json.loads(row.vector)) for row in conn.execute(
             sa.text("SELECT id, embedding::text AS vector FROM knowledge_base"))}
         pending, stale = ids[:2], ids[2:3]
-        conn.execute(sa.text("UPDATE knowledge_base SET embedding = NULL, embedding_half = NULL, embedding_model = NULL "
+        conn.execute(sa.text("UPDATE knowledge_base SET embedding = NULL, embedding_half = NULL, "
+                             "embedding_model = NULL "
                              "WHERE id = ANY(:ids)"), {"ids": pending})
         conn.execute(sa.text("UPDATE knowledge_base SET embedding_model = 'old-model' WHERE id = ANY(:ids)"),
                      {"ids": stale})
