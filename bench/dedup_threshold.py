@@ -26,7 +26,7 @@ import numpy as np
 from service.config import Settings
 from service.knowledge.candidates import dedup_text, nearest_section
 from service.knowledge.scrubbing import candidate_title, scrub_personal_data, template_body
-from service.providers.embeddings import embed_padded
+from service.providers.embeddings import embed_narrow
 from service.retrieval.evaluation import load_eval_set, throwaway_corpus
 from service.runtime import Runtime
 
@@ -84,7 +84,7 @@ def main() -> None:
         texts.append(dedup_text(title, template_body([scrub_personal_data(reply)])))
     rows = []
     with throwaway_corpus(runtime, articles) as (kb, _):
-        vectors = embed_padded(kb.embedder, texts)
+        vectors = embed_narrow(kb.embedder, texts)
         with kb.session() as session:
             for (question, _, thread_title, covered), vector in zip(candidates, vectors):
                 nearest = nearest_section(session, vector, kb.embedder.model_name)
@@ -115,7 +115,7 @@ def also_asked_sweep(runtime: Runtime, eval_set) -> list[dict]:
     different threads (do not), by the cosine of the questions alone, as "also asked" compares them."""
     questions = [q["text"] for q in eval_set.queries]
     threads = np.array([thread_of(q["id"]) for q in eval_set.queries])
-    vectors = embed_padded(runtime.embedder, questions)
+    vectors = embed_narrow(runtime.embedder, questions)
     similarity = vectors @ vectors.T
     upper = np.triu(np.ones_like(similarity, dtype=bool), k=1)
     same = similarity[upper & (threads[:, None] == threads[None, :])]

@@ -1,13 +1,15 @@
-"""HTTP search throughput: POST /api/search against a real `supportrag serve` on 127.0.0.1, exact scan vs index walk.
+"""HTTP search throughput: POST /api/search against a real `supportrag serve` on 127.0.0.1, exact vs approximate.
 
-Run by hand:  python bench/http_load.py --articles 20000 --sections-per-article 5 --seconds 20
-Loads a corpus into a fresh database on the embedded server: clustered unit vectors whose cluster centres are the
-real MiniLM vectors of ``TOPICS`` (so that the questions asked land in clusters, as ticket subjects do), stored
-as MiniLM's so the service searches them. Then starts `supportrag serve` twice on that database, once with the
-exact scan (SEARCH_WALK_BUDGET=0: the service before the walk) and once with the exact walk (the
-default settings, after ``supportrag db cluster``'s training), and for 1, 8 and 32 concurrent clients posts
-questions for ``--seconds`` each: req/s, p50/p99 latency, errors. Prints one JSON line per run and a summary; appends the summary to
-bench/results/http.jsonl.
+Run by hand:  python bench/http_load.py --articles 8000 --sections-per-article 5 --seconds 15 --real
+Loads a corpus into a fresh database on the embedded server with bench/search.py's loader (rows as the service
+stores them, under the local MiniLM's model name so the service searches them): either real embeddings
+(``--real``: MiniLM vectors of real short texts grouped into articles; the questions are held-out texts of the
+same source, which the server embeds itself) or clustered vectors around the real MiniLM vectors of ``TOPICS``
+(the questions are about those topics). Then starts `supportrag serve` twice on that database, once with the
+default exact search and once with the opt-in approximate mode (SEARCH_APPROXIMATE=1, after
+``supportrag db hnsw``'s indexes are built), and for each of ``--clients`` concurrent clients posts questions
+for ``--seconds``: req/s, p50/p99 latency, errors. Prints one JSON line per run and a summary; appends the
+summary to bench/results/http.jsonl.
 """
 
 from __future__ import annotations
@@ -24,21 +26,22 @@ import threading
 import time
 import urllib.request
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import psycopg
 import sqlalchemy as sa
 from benchlib import report
+from search import RealVectorSource, SyntheticVectors, load
 from pgvector.psycopg import register_vector
 from sqlalchemy.orm import Session
 
 from service.config import Settings
 from service.db.engine import create_engine, resolve_database_url
 from service.db.migrate import upgrade_database
-from service.knowledge.clusters import train_clusters, vacuum_vector_tables
-from service.providers.embeddings import LocalEmbedder, embed_padded
+from service.providers.embeddings import LocalEmbedder, embed_narrow
+from service.retrieval.approximate import build_approximate_index
 
 RESULTS = Path(__file__).resolve().parent / "results" / "http.jsonl"
 TOPICS = ["reset my password", "refund for a damaged item", "track my order", "change shipping address",
@@ -48,43 +51,46 @@ TOPICS = ["reset my password", "refund for a damaged item", "track my order", "c
 QUESTIONS = [f"{prefix} {topic}" for topic in TOPICS for prefix in ("how do I", "help:", "cannot")]
 
 
-def load_corpus(url: str, articles: int, per_article: int, embedder: LocalEmbedder) -> None:
-    """Articles and sections around the topics' real vectors, through COPY … FORMAT BINARY, then the indexes."""
+class TopicVectors(SyntheticVectors):
+    """Vectors around the real MiniLM vectors of ``TOPICS``: the questions asked land in clusters."""
+
+    def __init__(self, rng: np.random.Generator, embedder: LocalEmbedder) -> None:
+        super().__init__(rng, embed_narrow(embedder, TOPICS))
+        self.query_texts = QUESTIONS
+
+    def cards(self, start: int, count: int) -> np.ndarray:
+        return self.near(count)
+
+    def sections(self, start: int, count: int, per_article: int) -> np.ndarray:
+        return self.near(count * per_article)
+
+    def near(self, count: int) -> np.ndarray:
+        vectors = self.centres[self.rng.integers(0, len(self.centres), count)]
+        vectors = vectors + 0.6 * self.rng.standard_normal((count, 384)) / 20
+        return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def load_corpus(url: str, args: argparse.Namespace, embedder: LocalEmbedder) -> list[str]:
+    """The corpus through COPY … FORMAT BINARY, the approximate mode's indexes; returns the questions to ask."""
     rng = np.random.default_rng(3)
-    centres = embed_padded(embedder, TOPICS)[:, :384]
-    now = datetime.now(timezone.utc)
-
-    def near(count: int) -> np.ndarray:
-        vectors = centres[rng.integers(0, len(centres), count)] + 0.6 * rng.standard_normal((count, 384)) / 20
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        return np.pad(vectors.astype(np.float32), ((0, 0), (0, 1536 - 384)))
-
-    with psycopg.connect(sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)) as conn:
+    source = (RealVectorSource(args.articles, args.sections_per_article, 200, seed=7) if args.real
+              else TopicVectors(rng, embedder))
+    conninfo = sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(conninfo) as conn:
         register_vector(conn)
-        with conn.cursor().copy("COPY knowledge_base (id, title, content, embedding, embedding_model, importance, "
-                                "created_at) FROM STDIN WITH (FORMAT BINARY)") as copy:
-            copy.set_types(["int8", "text", "text", "vector", "text", "float8", "timestamptz"])
-            for i, card in enumerate(near(articles)):
-                copy.write_row((i + 1, f"article {i}", f"content {i}", card, embedder.model_name,
-                                float(rng.uniform(0, 2)), now - timedelta(days=float(rng.uniform(0, 730)))))
-        with conn.cursor().copy("COPY knowledge_sections (article_id, ordinal, content, char_start, char_end, "
-                                "content_sha256, embedding, embedding_model) FROM STDIN WITH (FORMAT BINARY)") as copy:
-            copy.set_types(["int8", "int4", "text", "int4", "int4", "text", "vector", "text"])
-            for start in range(0, articles, 10_000):
-                chunk = min(10_000, articles - start)
-                vectors = near(chunk * per_article)
-                for i in range(chunk):
-                    for j in range(per_article):
-                        copy.write_row((start + i + 1, j, f"section {j}", 0, 1, "x", vectors[i * per_article + j],
-                                        embedder.model_name))
+        load(conn, rng, args.articles, args.sections_per_article, source, datetime.now(timezone.utc),
+             model=embedder.model_name)
         conn.execute("INSERT INTO app_state (key, value) VALUES ('seeded', 'bench') ON CONFLICT DO NOTHING")
         conn.commit()
     engine = create_engine(url, pool_size=1)
     with Session(engine) as session:
-        train_clusters(session, embedder.model_name)
+        build_approximate_index(session, embedder.model_name)
         session.commit()
-    vacuum_vector_tables(engine)
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(sa.text("VACUUM ANALYZE knowledge_base"))
+        conn.execute(sa.text("VACUUM ANALYZE knowledge_sections"))
     engine.dispose()
+    return list(source.query_texts)
 
 
 def free_port() -> int:
@@ -129,7 +135,7 @@ def post_search_count(base: str, question: str) -> int:
         return len(json.loads(response.read())["results"])
 
 
-def load_test(base: str, clients: int, seconds: float) -> dict:
+def load_test(base: str, clients: int, seconds: float, questions: list[str]) -> dict:
     """``clients`` threads posting questions back to back for ``seconds``."""
     latencies: list[float] = []
     errors = [0]
@@ -140,7 +146,7 @@ def load_test(base: str, clients: int, seconds: float) -> dict:
         index = offset
         while time.perf_counter() < deadline:
             started = time.perf_counter()
-            ok = post_search(base, QUESTIONS[index % len(QUESTIONS)])
+            ok = post_search(base, questions[index % len(questions)])
             with lock:
                 latencies.append((time.perf_counter() - started) * 1000)
                 errors[0] += 0 if ok else 1
@@ -162,6 +168,7 @@ def main() -> None:
     parser.add_argument("--sections-per-article", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--clients", default="1,8,32")
+    parser.add_argument("--real", action="store_true", help="real text embeddings and held-out real questions")
     args = parser.parse_args()
     base_url = resolve_database_url(Settings.from_env())
     name = f"bench_http_{uuid.uuid4().hex[:8]}"
@@ -169,20 +176,21 @@ def main() -> None:
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = sa.make_url(base_url).set(database=name).render_as_string(hide_password=False)
-    summary: dict = {"articles": args.articles, "sections": args.articles * args.sections_per_article}
+    summary: dict = {"articles": args.articles, "sections": args.articles * args.sections_per_article,
+                     "data": "real" if args.real else "topics"}
     try:
         engine = create_engine(url, pool_size=1)
         upgrade_database(engine)
         engine.dispose()
-        load_corpus(url, args.articles, args.sections_per_article, LocalEmbedder())
-        for strategy, env in (("exact", {"SEARCH_WALK_BUDGET": "0"}), ("index", {"SEARCH_INDEX_MIN_ROWS": "0", "SEARCH_WALK_BUDGET": "20000"})):
+        questions = load_corpus(url, args, LocalEmbedder())
+        for strategy, env in (("exact", {}), ("approximate", {"SEARCH_APPROXIMATE": "1"})):
             process, base = start_server(url, env)
             try:
-                for question in QUESTIONS:  # warm: every worker's model and cache, the table in memory
+                for question in questions:  # warm: every worker's model and cache, the table in memory
                     post_search(base, question)
-                assert post_search_count(base, QUESTIONS[0]) == 3, "the corpus is not searchable"
+                assert post_search_count(base, questions[0]) == 3, "the corpus is not searchable"
                 for clients in (int(c) for c in args.clients.split(",")):
-                    run = {"strategy": strategy, **load_test(base, clients, args.seconds)}
+                    run = {"strategy": strategy, **load_test(base, clients, args.seconds, questions)}
                     print(json.dumps(run), flush=True)
                     summary[f"{strategy}_{clients}_clients"] = run
             finally:
@@ -192,9 +200,9 @@ def main() -> None:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     eight = "8_clients"
-    if f"exact_{eight}" in summary and f"index_{eight}" in summary:
-        summary["speedup_req_per_s_8_clients"] = round(
-            summary[f"index_{eight}"]["req_per_s"] / max(summary[f"exact_{eight}"]["req_per_s"], 0.1), 1)
+    if f"exact_{eight}" in summary and f"approximate_{eight}" in summary:
+        summary["approximate_vs_exact_req_per_s_8_clients"] = round(
+            summary[f"approximate_{eight}"]["req_per_s"] / max(summary[f"exact_{eight}"]["req_per_s"], 0.1), 1)
     summary.update({"seconds": args.seconds, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
                     "date": datetime.now(timezone.utc).date().isoformat()})
     report(RESULTS, summary)

@@ -41,10 +41,11 @@ class RetrievalSettings:
     bm25_b: float = 0.75  # length normalisation of the lexical leg (0: none, 1: full)
     granularity: str = "section"  # "section": an article scores by its best section; "article": its own vector
     statement_timeout_ms: int = 2000
-    # Vector mode walks the cluster bounds (service.retrieval.walk) from this many sections on (planner
-    # estimate), reading at most ``walk_budget`` rows; 0 turns the walk off. Below, or past the budget: the scan.
-    index_min_rows: int = 10_000
-    walk_budget: int = 20_000
+    # Opt-in, vector mode only: HNSW candidates (the nearest ``approximate_candidates`` sections and cards, read
+    # with ``hnsw.ef_search``), ranked by the exact formula; results are then not proven exact.
+    approximate: bool = False
+    approximate_candidates: int = 400
+    ef_search: int = 100
 
 
 def _default_data_dir() -> Path:
@@ -152,8 +153,9 @@ class Settings:
     database_read_url: str | None = None
     database_pool_size: int = 5
     query_cache_size: int = 1024
-    search_index_min_rows: int = 10_000
-    search_walk_budget: int = 20_000
+    search_approximate: bool = False
+    search_approximate_candidates: int = 400
+    search_ef_search: int = 100
     # The agent's side (README "For agents"): first-response target, outbound SMTP, inbound webhook.
     first_response_hours: float = 8.0
     public_url: str | None = None  # where customers reach the help center (links in e-mails)
@@ -238,8 +240,9 @@ class Settings:
             database_read_url=env.get("DATABASE_READ_URL") or None,
             database_pool_size=_int(env, "DATABASE_POOL_SIZE", 5),
             query_cache_size=_int(env, "QUERY_CACHE_SIZE", 1024),
-            search_index_min_rows=_int(env, "SEARCH_INDEX_MIN_ROWS", 10_000),
-            search_walk_budget=_int(env, "SEARCH_WALK_BUDGET", 20_000),
+            search_approximate=env.get("SEARCH_APPROXIMATE", "0").strip().lower() in ("1", "true", "yes"),
+            search_approximate_candidates=_int(env, "SEARCH_APPROXIMATE_CANDIDATES", 400),
+            search_ef_search=_int(env, "SEARCH_EF_SEARCH", 100),
             first_response_hours=_float(env, "FIRST_RESPONSE_HOURS", 8.0),
             public_url=(env.get("SUPPORTRAG_PUBLIC_URL") or "").rstrip("/") or None,
             smtp_host=env.get("SMTP_HOST") or None,
@@ -309,8 +312,10 @@ class Settings:
             raise ConfigError("SUPPORTRAG_PROXY_HOPS must not be negative")
         if self.database_pool_size < 1:
             raise ConfigError("DATABASE_POOL_SIZE must be at least 1")
-        if self.query_cache_size < 0 or self.search_index_min_rows < 0 or self.search_walk_budget < 0:
-            raise ConfigError("QUERY_CACHE_SIZE, SEARCH_INDEX_MIN_ROWS and SEARCH_WALK_BUDGET must not be negative")
+        if self.query_cache_size < 0:
+            raise ConfigError("QUERY_CACHE_SIZE must not be negative")
+        if self.search_approximate_candidates < 1 or not 1 <= self.search_ef_search <= 1000:
+            raise ConfigError("SEARCH_APPROXIMATE_CANDIDATES must be positive and SEARCH_EF_SEARCH 1-1000")
         if not self.first_response_hours > 0:
             raise ConfigError("FIRST_RESPONSE_HOURS must be positive")
         if self.mail_reply_to is not None and self.mail_reply_to.count("{token}") != 1:

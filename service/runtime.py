@@ -69,7 +69,7 @@ class Runtime:
     """Settings + engine + lazily loaded embedder, shared by the app, CLI and Python API.
 
     With a ``read_engine`` (DATABASE_READ_URL), sessions send the statements marked for the replica (search:
-    service.retrieval.sql and walk) there and everything else to ``engine``.
+    service.retrieval.sql) there and everything else to ``engine``.
     """
 
     def __init__(self, settings: Settings, engine: sa.Engine, embedder: Embedder | None = None,
@@ -132,7 +132,9 @@ class Runtime:
         return RetrievalSettings(mode=s.retrieval_mode, fusion=s.fusion_method, vector_weight=s.hybrid_vector_weight,
                                  granularity=s.retrieval_granularity, bm25_k1=s.bm25_k1, bm25_b=s.bm25_b,
                                  statement_timeout_ms=s.search_statement_timeout_ms,
-                                 index_min_rows=s.search_index_min_rows, walk_budget=s.search_walk_budget)
+                                 approximate=s.search_approximate,
+                                 approximate_candidates=s.search_approximate_candidates,
+                                 ef_search=s.search_ef_search)
 
     @contextmanager
     def session(self) -> Iterator[Session]:

@@ -170,15 +170,17 @@ def test_the_lexical_leg_is_exact_a_weak_match_lifted_by_importance_is_never_dro
     vector = "[" + ",".join(["0.02"] * 1536) + "]"
     with runtime.session() as session:
         session.execute(sa.text("""
-            INSERT INTO knowledge_base (title, content, embedding, embedding_model, importance, created_at)
+            INSERT INTO knowledge_base (title, content, embedding, embedding_half, embedding_model, importance,
+                                        created_at)
             SELECT 'Zebra care ' || i, 'zebra zebra zebra stripes and zebra feeding, zebra ' || i, CAST(:v AS vector),
-                   :model, 0.0, now() - interval '400 days'
+                   CAST(:v AS halfvec), :model, 0.0, now() - interval '400 days'
             FROM generate_series(1, 250) AS i
         """), {"v": vector, "model": model})
         lifted = session.execute(sa.text("""
-            INSERT INTO knowledge_base (title, content, embedding, embedding_model, importance, created_at)
+            INSERT INTO knowledge_base (title, content, embedding, embedding_half, embedding_model, importance,
+                                        created_at)
             VALUES ('Safari news', 'A zebra among lions and giraffes.', CAST(:v AS vector),
-                    :model, 2.0, now()) RETURNING id
+                    CAST(:v AS halfvec), :model, 2.0, now()) RETURNING id
         """), {"v": vector, "model": model}).scalar_one()
         outcome = run_search(session, FailingEmbedder(model_name=model), "zebra", limit=3, weights=runtime.weights,
                              retrieval=LEXICAL)

@@ -232,7 +232,7 @@ def test_rows_embedded_by_another_model_are_stale_excluded_and_reembedded(sessio
     assert result_ids(session, local_embedder, text)[0] == stale.id
 
 
-def test_knowledge_stats_counts_each_state_and_names_the_walk_index(session, local_embedder):
+def test_knowledge_stats_counts_each_state_and_no_index_until_one_is_built(session, local_embedder):
     active = local_embedder.model_name
     before = knowledge_stats(session, active)
     add_article(session, local_embedder, PASSWORD)
@@ -241,9 +241,7 @@ def test_knowledge_stats_counts_each_state_and_names_the_walk_index(session, loc
     after = knowledge_stats(session, active)
     assert {key: after[key] - before[key] for key in ("articles", "embedded", "pending", "stale")} == {
         "articles": 3, "embedded": 1, "pending": 1, "stale": 1}
-    assert after["index"]["name"] == "knowledge_sections_cluster_boost"
-    assert after["index"]["definition"].endswith("(cluster_id, boost_bucket, boost_period)")
-    assert after["index"]["clusters"] == 0 and after["index"]["unassigned"] > 0  # not clustered yet
+    assert after["index"] is None  # exact search reads none; the approximate mode's is built on demand
 
 
 # ---------------------------------------------------------------- update_article / delete_article

@@ -78,8 +78,9 @@ def two_databases(pg_url) -> Iterator[tuple[sa.Engine, sa.Engine]]:
 def insert_article(engine: sa.Engine, title: str, vector: np.ndarray) -> int:
     with engine.begin() as conn:
         return conn.execute(sa.text("""
-            INSERT INTO knowledge_base (title, content, embedding, embedding_model, created_at)
-            VALUES (:title, :title, :embedding, 'test-model', :created_at) RETURNING id
+            INSERT INTO knowledge_base (title, content, embedding, embedding_half, embedding_model, created_at)
+            VALUES (:title, :title, :embedding, CAST(CAST(:embedding AS vector) AS halfvec), 'test-model',
+                    :created_at) RETURNING id
         """), {"title": title, "embedding": vector, "created_at": NOW - timedelta(days=1)}).scalar_one()
 
 
@@ -91,9 +92,9 @@ def test_searches_run_on_the_read_replica_and_writes_on_the_primary(two_database
     runtime = Runtime(Settings(), primary, read_engine=replica)
 
     with runtime.session() as session:
-        for retrieval in (RetrievalSettings(), RetrievalSettings(index_min_rows=0, walk_budget=100)):
+        for precision in ("half", "full"):
             found = rank_articles(session, vector, model="test-model", limit=3, weights=RankingWeights(),
-                                  retrieval=retrieval, now=NOW)
+                                  retrieval=RetrievalSettings(), now=NOW, precision=precision)
             assert [r.title for r in found] == ["only on the replica"]
         session.execute(sa.text("INSERT INTO app_state (key, value) VALUES ('written', 'here')"))
 

@@ -27,8 +27,9 @@ def with_similarity(similarity: float, axis: int) -> np.ndarray:
 
 def insert(session, title, vector, *, age_days=0.0, importance=1.0, model=MODEL) -> int:
     return session.execute(sa.text("""
-        INSERT INTO knowledge_base (title, content, embedding, embedding_model, importance, created_at)
-        VALUES (:title, :title, :embedding, :model, :importance, :created_at) RETURNING id
+        INSERT INTO knowledge_base (title, content, embedding, embedding_half, embedding_model, importance, created_at)
+        VALUES (:title, :title, :embedding, CAST(l2_normalize(CAST(:embedding AS vector)) AS halfvec), :model,
+                :importance, :created_at) RETURNING id
     """), {"title": title, "embedding": vector, "model": model if vector is not None else None,
            "importance": importance, "created_at": NOW - timedelta(days=age_days)}).scalar_one()
 

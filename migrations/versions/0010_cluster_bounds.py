@@ -98,6 +98,11 @@ def upgrade() -> None:
     op.drop_index("knowledge_sections_embedding_half_hnsw", table_name="knowledge_sections")
     op.drop_index("knowledge_base_embedding_half_hnsw", table_name="knowledge_base")
     op.drop_index("knowledge_base_importance", table_name="knowledge_base")
+    create_cluster_walk()
+
+
+def create_cluster_walk() -> None:
+    """Everything the walk reads by (0013's downgrade re-creates it with this)."""
     op.create_table(
         "vector_clusters",
         sa.Column("id", sa.Integer, sa.Identity(always=False), primary_key=True),

@@ -10,7 +10,7 @@ import click
 from service.cli import accounts, knowledge, learning, mail, synonyms, tickets
 from service.cli.context import CliGroup, connect, connect_bare
 from service.db.migrate import current_revision, downgrade_database, upgrade_database
-from service.knowledge.clusters import rewrite_vector_tables, train_clusters, vacuum_vector_tables
+from service.retrieval.approximate import build_approximate_index
 from service.web.serving import serve_forever
 
 
@@ -75,25 +75,15 @@ for command in (knowledge.add, knowledge.import_command, knowledge.search, knowl
     main.add_command(command)
 
 
-@db.command("cluster")
-@click.option("--clusters", type=int, help="How many clusters (default: about √vectors / 2, at most 4,096).")
-@click.option("--sample", default=50_000, show_default=True, type=int, help="Vectors the k-means is fitted on.")
-@click.option("--rewrite", is_flag=True,
-              help="Then rewrite both tables in cluster order (CLUSTER): compact, faster walks; locks them meanwhile.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
-def db_cluster(clusters: int | None, sample: int, rewrite: bool, as_json: bool) -> None:
-    """Fit the clusters the exact vector search walks, for the active model (re-run after large imports)."""
+@db.command("hnsw")
+@click.option("--m", default=16, show_default=True, type=click.IntRange(2, 100), help="HNSW links per node.")
+@click.option("--ef-construction", default=64, show_default=True, type=click.IntRange(4, 1000),
+              help="Candidate list size while building.")
+def db_hnsw(m: int, ef_construction: int) -> None:
+    """Build the HNSW indexes the opt-in approximate mode reads (SEARCH_APPROXIMATE=1), for the active model."""
     runtime = connect(seed=False)
-    if clusters is not None and clusters < 1 or sample < 1:
-        raise click.BadParameter("--clusters and --sample must be at least 1")
     with runtime.session() as session:
-        report = train_clusters(session, runtime.embedder.model_name, clusters=clusters, sample=sample)
-    if rewrite:
-        rewrite_vector_tables(runtime.engine)
-    else:
-        vacuum_vector_tables(runtime.engine)
-    if as_json:
-        click.echo(json.dumps(report.to_dict()))
-        return
-    click.echo(f"{report.clusters} clusters of {report.vectors} {report.model} vectors in {report.seconds} s "
-               f"(median radius {report.median_radius_degrees}°, largest {report.max_radius_degrees}°)")
+        built = build_approximate_index(session, runtime.embedder.model_name, m=m, ef_construction=ef_construction)
+    if built is None:
+        raise click.ClickException(f"no vectors of {runtime.embedder.model_name} yet: import or seed first")
+    click.echo(f"built {', '.join(built.names)} on {built.width}-d half-precision vectors of {built.model}")

@@ -55,8 +55,8 @@ def _size_to_machine(pgdata: Path) -> None:
     """Give a new data directory the memory a search needs (once; an edited file is left alone).
 
     PostgreSQL's default shared_buffers (128 MB) keeps a 100k-article help center's rows in the OS cache only,
-    and every row a search reads then costs a system call: the exact walk took ~18 ms p50 at 500k sections
-    instead of ~14 ms with its rows in shared buffers (bench/search.py). The usual guidance: a quarter of RAM,
+    and every row a search reads then costs a system call: a search (the since-removed cluster walk) took
+    ~18 ms p50 at 500k sections instead of ~14 ms with its rows in shared buffers (bench/search.py). The usual guidance: a quarter of RAM,
     here capped at 8 GB; PostgreSQL touches the memory only as it fills it.
     """
     conf = pgdata / "postgresql.conf"

@@ -52,7 +52,7 @@ def _register_vector_if_present(dbapi_connection, _record) -> None:
 def create_engine(url: str, *, search_path: str | None = None, pool_size: int = 5) -> sa.Engine:
     """A pooled engine; ``search_path`` isolates throwaway schemas (evaluation, tests)."""
     # Custom plans always: psycopg prepares a statement after 5 runs, and PostgreSQL may then switch to a
-    # generic plan that cannot see the values (a walk's 10 candidate ids planned as "any number": a seq scan
+    # generic plan that cannot see the values (10 candidate ids planned as "any number": a seq scan
     # of every article, 1 s instead of 0.4 ms, measured). Planning a search costs well under a millisecond.
     options = "-c plan_cache_mode=force_custom_plan" + (f" -c search_path={search_path}" if search_path else "")
     connect_args = {"options": options}

@@ -189,27 +189,22 @@ SELECT count(*) AS total,
 FROM knowledge_sections
 """)
 
-# The exact walk's index: the btree it reads by, the active model's clusters, and the vectors not yet in one
-# (read by every walk until `supportrag db cluster` runs again).
+# The approximate mode's graph index on the sections' half-precision vectors, if one was built
+# (`supportrag db hnsw`); exact search reads no index.
 INDEX_SQL = sa.text("""
-SELECT indexname, indexdef,
-       (SELECT count(*) FROM vector_clusters WHERE model = :model) AS clusters,
-       (SELECT count(*) FROM knowledge_sections WHERE embedding_model = :model AND cluster_id IS NULL)
-       + (SELECT count(*) FROM knowledge_base WHERE embedding_model = :model AND cluster_id IS NULL) AS unassigned
-FROM pg_indexes
-WHERE tablename = 'knowledge_sections' AND indexname = 'knowledge_sections_cluster_boost'
-  AND schemaname = current_schema()
+SELECT indexname, indexdef FROM pg_indexes
+WHERE tablename = 'knowledge_sections' AND indexdef LIKE '%USING hnsw%' AND schemaname = current_schema()
+ORDER BY indexname LIMIT 1
 """)
 
 
 def knowledge_stats(session: Session, active_model: str) -> dict[str, Any]:
     """Counts of articles by embedding state, the active model and the vector index."""
     counts = dict(session.execute(STATS_SQL, {"model": active_model}).mappings().one())
-    index = session.execute(INDEX_SQL, {"model": active_model}).mappings().one_or_none()
+    index = session.execute(INDEX_SQL).mappings().one_or_none()
     counts["sections"] = dict(session.execute(SECTION_STATS_SQL, {"model": active_model}).mappings().one())
     counts["model"] = active_model
-    counts["index"] = {"name": index["indexname"], "definition": index["indexdef"], "clusters": index["clusters"],
-                       "unassigned": index["unassigned"]} if index else None
+    counts["index"] = {"name": index["indexname"], "definition": index["indexdef"]} if index else None
     return counts
 
 

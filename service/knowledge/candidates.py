@@ -21,7 +21,7 @@ from service.knowledge.articles import BIGINT_MAX, StoredArticle, add_article, u
 from service.knowledge.rewriting import rewrite_candidate
 from service.knowledge.scrubbing import candidate_title, decide_dedup, scrub_personal_data, template_body
 from service.knowledge.sections import PATH_SEPARATOR
-from service.providers.embeddings import Embedder, embed_padded
+from service.providers.embeddings import Embedder, embed_narrow
 from service.providers.llm import ChatModel, LLMError
 from service.validation import ValidationError
 
@@ -120,7 +120,7 @@ def _also_asked(session: Session, embedder: Embedder, question_vector: np.ndarra
                                             "limit": ALSO_ASKED_SCAN}).all()
     if not rows:
         return []
-    vectors = embed_padded(embedder, [row.subject for row in rows])
+    vectors = embed_narrow(embedder, [row.subject for row in rows])
     similarities = vectors @ question_vector  # unit vectors: the dot product is the cosine
     found = [{"ticket_id": row.id, "question": scrub_personal_data(row.subject, ticket_id=row.id),
               "similarity": round(float(s), 4)} for row, s in zip(rows, similarities) if s >= threshold]
@@ -154,7 +154,7 @@ def propose_candidate(session: Session, *, embedder: Embedder, settings: Setting
     title, body, source, note = _draft(candidate_title(scrub_personal_data(question, ticket_id=ticket_id)),
                                        replies, chat)
     title, body = scrub_personal_data(title, ticket_id=ticket_id), scrub_personal_data(body, ticket_id=ticket_id)
-    candidate_vector, question_vector = embed_padded(embedder, [dedup_text(title, body), title])
+    candidate_vector, question_vector = embed_narrow(embedder, [dedup_text(title, body), title])
     nearest = nearest_section(session, candidate_vector, embedder.model_name)
     decision = decide_dedup(nearest.similarity if nearest else None, settings.candidate_dedup_threshold)
     candidate = ArticleCandidate(

@@ -80,8 +80,9 @@ def pad_vectors(vectors: np.ndarray, size: int = VECTOR_DIMENSIONS) -> np.ndarra
     return np.pad(vectors, ((0, 0), (0, size - width)))
 
 
-def embed_padded(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
-    """Embed and pad to the column width; raises EmbeddingError on any provider failure."""
+def embed_narrow(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Embed at the model's own width (what sections store and search sends); raises EmbeddingError on any
+    provider failure, a zero or non-finite vector, or a model wider than the article column."""
     try:
         vectors = embedder.embed(list(texts))
     except (EmbeddingError, ConfigError):
@@ -90,10 +91,16 @@ def embed_padded(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
         raise EmbeddingError(f"{type(exc).__name__}: {exc}") from exc
     if len(vectors) != len(texts):
         raise EmbeddingError(f"provider returned {len(vectors)} vectors for {len(texts)} texts")
-    padded = pad_vectors(vectors)
-    if not np.all(np.isfinite(padded)) or np.any(np.linalg.norm(padded, axis=1) == 0):
+    vectors = np.asarray(vectors, dtype=np.float32)
+    pad_vectors(vectors)  # refuses a model wider than knowledge_base.embedding
+    if not np.all(np.isfinite(vectors)) or np.any(np.linalg.norm(vectors, axis=1) == 0):
         raise EmbeddingError("provider returned a zero or non-finite vector")
-    return padded
+    return vectors
+
+
+def embed_padded(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Embed and pad to the article column's width (``knowledge_base.embedding``); see ``embed_narrow``."""
+    return pad_vectors(embed_narrow(embedder, texts))
 
 
 class LocalEmbedder:

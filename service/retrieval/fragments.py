@@ -1,4 +1,4 @@
-"""SQL fragments every search statement shares (the exact scan's and the walk's), so they cannot drift apart."""
+"""SQL fragments every search statement shares (vector, lexical, hybrid, approximate), so they cannot drift apart."""
 
 # The formula's recency of article ``kb`` at ``:now``: max(0, 1 − age/window), capped at 1 (future dates).
 RECENCY = """LEAST(1.0, GREATEST(0.0,

@@ -17,24 +17,25 @@ from sqlalchemy.orm import Session
 
 from service.knowledge.articles import get_article
 from service.knowledge.sections import PATH_SEPARATOR
-from service.providers.embeddings import embed_padded
+from service.providers.embeddings import embed_narrow
 from service.retrieval.ranking import age_in_days, final_score, recency
 from service.retrieval.search import run_search
+from service.retrieval.vector_legs import CARD_FULL, QUERY
 from service.runtime import Runtime
 
 PREVIEW_LIMIT_DEFAULT = 5
 
-# The vector leg of service/retrieval/sql.py for one article, with the same expressions, so the numbers
-# match what search computes: its own vector's cosine and its best section's.
-ARTICLE_SIMILARITY_SQL = sa.text("""
-SELECT 1.0 - (kb.embedding <=> CAST(:query_vector AS vector)) AS card_similarity,
+# The full-precision vector leg of service/retrieval/vector_legs.py for one article, with the same
+# expressions, so the numbers match what search returns: its own vector's cosine and its best section's.
+ARTICLE_SIMILARITY_SQL = sa.text(f"""
+SELECT 1.0 - ({CARD_FULL} <=> {QUERY}) AS card_similarity,
        best.similarity AS section_similarity, best.heading_path
 FROM knowledge_base kb
 LEFT JOIN LATERAL (
-    SELECT 1.0 - (s.embedding <=> CAST(:query_vector AS vector)) AS similarity, s.heading_path
+    SELECT 1.0 - (s.embedding <=> {QUERY}) AS similarity, s.heading_path
     FROM knowledge_sections s
     WHERE s.article_id = kb.id AND s.embedding IS NOT NULL AND s.embedding_model = :model
-    ORDER BY s.embedding <=> CAST(:query_vector AS vector), s.ordinal
+    ORDER BY s.embedding <=> {QUERY}, s.ordinal
     LIMIT 1
 ) best ON true
 WHERE kb.id = :id AND kb.embedding IS NOT NULL AND kb.embedding_model = :model
@@ -72,7 +73,7 @@ def _article_outside_results(session: Session, runtime: Runtime, query: str, art
         return {**base, "note": "not embedded with the active model, so search never returns it"}
     if mode != "vector":
         return {**base, "note": f"outside the top results; its {mode} relevance is only known inside them"}
-    vector = embed_padded(runtime.embedder, [query])[0]
+    vector = embed_narrow(runtime.embedder, [query])[0]
     row = session.execute(ARTICLE_SIMILARITY_SQL, {
         "query_vector": np.asarray(vector, dtype=np.float32), "id": article_id,
         "model": runtime.embedder.model_name}).one()

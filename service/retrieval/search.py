@@ -13,12 +13,18 @@ from sqlalchemy.orm import Session
 
 from service.db.engine import READ_REPLICA
 from service.knowledge.sections import PATH_SEPARATOR
-from service.providers.embeddings import Embedder, EmbeddingError, embed_padded
+from service.providers.embeddings import Embedder, EmbeddingError, embed_narrow
 from service.retrieval.bm25 import build_bm25_query
 from service.retrieval.lexical import load_synonym_groups
 from service.retrieval.ranking import RankingWeights
 from service.retrieval.snippets import content_words, make_snippet  # noqa: F401  (part of this module's API)
-from service.retrieval.sql import RankedRow, RetrievalSettings, count_lexical_matches, rank_articles
+from service.retrieval.sql import (
+    RankedRow,
+    RetrievalSettings,
+    count_lexical_matches,
+    is_approximate,
+    rank_articles,
+)
 from service.validation import clean_search_request
 
 log = logging.getLogger(__name__)
@@ -83,6 +89,7 @@ class SearchOutcome:
     lexical_match: str | None = None  # "and" (every word matched) or "or" (the fallback)
     all_words_matches: int = 0  # articles matching every word (or a synonym), counted up to the limit
     synonyms_used: list[str] = field(default_factory=list)
+    exact: bool = True  # False: the opt-in approximate mode ranked HNSW candidates (service.retrieval.approximate)
 
 
 def _to_result(row: RankedRow, query: str) -> SearchResult:
@@ -113,7 +120,7 @@ def run_search(session: Session, embedder: Embedder, query: str, *, limit: int =
     now = now or datetime.now(timezone.utc)
     mode, degraded, vector = retrieval.mode, None, None
     try:
-        vector = embed_padded(embedder, [query])[0]
+        vector = embed_narrow(embedder, [query])[0]
     except EmbeddingError as exc:
         if not fallback:
             raise
@@ -122,7 +129,8 @@ def run_search(session: Session, embedder: Embedder, query: str, *, limit: int =
     if mode == "vector":
         rows = rank_articles(session, vector, model=embedder.model_name, limit=limit, weights=weights,
                              retrieval=retrieval, now=now, source_prefix=source_prefix)
-        return SearchOutcome([_to_result(row, query) for row in rows], mode)
+        return SearchOutcome([_to_result(row, query) for row in rows], mode,
+                             exact=not is_approximate(retrieval, with_vector=True))
     return _search_with_lexical_leg(session, embedder, query, vector, limit=limit, weights=weights,
                                     retrieval=retrieval, mode=mode, degraded=degraded, now=now,
                                     source_prefix=source_prefix)

@@ -96,6 +96,7 @@ def search():
         "model": rt.embedder.model_name,
         "mode": outcome.mode,
         "degraded": outcome.degraded,
+        "exact": outcome.exact,
         "weights": vars(rt.weights),
         "results": [result.to_dict(explain=explain) for result in outcome.results],
     }

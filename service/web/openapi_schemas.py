@@ -141,13 +141,12 @@ SCHEMAS: dict[str, Any] = {
         "importance": NUMBER, "score": NUMBER, "created_at": TIMESTAMP, "explain": {"type": "object"},
     }, ["id", "title", "snippet", "score"]),
     "SearchResponse": obj({
-        "query": STRING, "model": STRING, "mode": STRING, "degraded": nullable(STRING), "weights": WEIGHTS,
-        "results": {"type": "array", "items": ref("SearchResult")}, "lexical_query": nullable(STRING),
-        "synonyms_used": {"type": "array"},
-    }, ["query", "model", "mode", "degraded", "weights", "results"]),
+        "query": STRING, "model": STRING, "mode": STRING, "degraded": nullable(STRING), "exact": BOOLEAN,
+        "weights": WEIGHTS, "results": {"type": "array", "items": ref("SearchResult")},
+        "lexical_query": nullable(STRING), "synonyms_used": {"type": "array"},
+    }, ["query", "model", "mode", "degraded", "exact", "weights", "results"]),
     "Stats": obj({"articles": INTEGER, "embedded": INTEGER, "pending": INTEGER, "stale": INTEGER, "model": STRING,
-                  "index": nullable(obj({"name": STRING, "definition": STRING, "clusters": INTEGER,
-                                          "unassigned": INTEGER}))},
+                  "index": nullable(obj({"name": STRING, "definition": STRING}))},
                  ["articles", "embedded", "pending", "stale", "model", "index"]),
     "TicketCreate": obj({
         "subject": text(SUBJECT_MAX), "body": text(BODY_MAX),

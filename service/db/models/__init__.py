@@ -40,7 +40,6 @@ from service.db.models.knowledge import (
     Article,
     ArticleSection,
     SynonymGroup,
-    VectorCluster,
 )
 from service.db.models.learning import (
     CANDIDATE_ACTIONS,
@@ -71,6 +70,6 @@ __all__ = [
     "SECTION_KINDS", "TICKET_STATUSES", "TITLE_MAX", "TOKEN_NAME_MAX", "USERNAME_MAX",
     "AdminSession", "AdminUser", "AnswerFeedback", "ApiToken", "AppState", "Article", "ArticleSection", "Base", "BinaryVector",
     "Bm25Term", "Bm25Totals",
-    "LoginThrottle", "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation", "VectorCluster",
+    "LoginThrottle", "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation",
     "length_between",
 ]

@@ -1,4 +1,4 @@
-"""Knowledge aggregate: articles, their sections, vector clusters, synonym groups."""
+"""Knowledge aggregate: articles, their sections, synonym groups."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from pgvector.sqlalchemy import HALFVEC
 from sqlalchemy.dialects.postgresql import ARRAY, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -26,14 +27,10 @@ IMPORTANCE_DECIMALS = 3  # the application stores importance rounded to this man
 IMPORTANCE_NOT_TINY_CHECK = "importance = 0 OR importance >= 1e-100"
 
 
-def cluster_id_column() -> Mapped[int | None]:
-    """The k-means cluster a row's vector is assigned to (NULL: not assigned; the walk always reads it)."""
-    return mapped_column(sa.Integer, sa.ForeignKey("vector_clusters.id", ondelete="SET NULL"), nullable=True)
-
-
-def cluster_boost_index(table: str) -> sa.Index:
-    """What the exact walk reads by: a cluster's rows whose importance and period can still matter."""
-    return sa.Index(f"{table}_cluster_boost", "cluster_id", "boost_bucket", "boost_period")
+def half_column(computed: str | None = None) -> Mapped[Any | None]:
+    """The vector every exact statement scans: unit length, the model's width, half precision (migration 0015)."""
+    args = (sa.Computed(computed, persisted=True),) if computed else ()
+    return mapped_column(HALFVEC(), *args, nullable=True, deferred=True)
 
 
 class Article(Base):
@@ -68,12 +65,8 @@ class Article(Base):
     # Imported articles: the file they came from and its hash (unchanged files are skipped).
     source_path: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     source_sha256: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
-    # The walk's bound on importance × recency (migration 0010): importance in steps of 1/16, week.
-    boost_bucket: Mapped[int | None] = mapped_column(
-        sa.SmallInteger, sa.Computed("boost_bucket(importance)", persisted=True), nullable=True)
-    boost_period: Mapped[int | None] = mapped_column(
-        sa.Integer, sa.Computed("boost_period(created_at)", persisted=True), nullable=True)
-    cluster_id: Mapped[int | None] = cluster_id_column()
+    # The card's vector at the model's width, written with ``embedding`` (service.knowledge.indexing).
+    embedding_half: Mapped[Any | None] = half_column()
     bm25_length: Mapped[int | None] = unit_length_column(CARD_SEARCH_VECTOR)  # migration 0014
 
     __table_args__ = (
@@ -92,7 +85,7 @@ class Article(Base):
             sa.or_(sa.column("category").is_(None), sa.func.char_length(sa.column("category")) <= CATEGORY_MAX),
             name="knowledge_base_category_length",
         ),
-        cluster_boost_index("knowledge_base"),
+        sa.CheckConstraint("(embedding IS NULL) = (embedding_half IS NULL)", name="knowledge_base_embedding_half"),
         sa.Index("knowledge_base_embedding_model", "embedding_model"),
         sa.Index("knowledge_base_search_vector", "search_vector", postgresql_using="gin"),
         sa.Index("knowledge_base_source_path", "source_path", unique=True),
@@ -120,12 +113,10 @@ class ArticleSection(Base):
     char_end: Mapped[int] = mapped_column(sa.Integer, nullable=False)
     # SHA-256 of the embedded text (title, heading path, window): unchanged sections are never re-embedded.
     content_sha256: Mapped[str] = mapped_column(sa.Text, nullable=False)
-    embedding: Mapped[Any | None] = mapped_column(BinaryVector(VECTOR_DIMENSIONS), nullable=True, deferred=True)
+    # Full precision at the model's own width (384 for MiniLM), no padding; read only to re-score.
+    embedding: Mapped[Any | None] = mapped_column(BinaryVector(), nullable=True, deferred=True)
     embedding_model: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
-    # Copied from the article by triggers (migration 0010), whatever the insert says.
-    boost_bucket: Mapped[int] = mapped_column(sa.SmallInteger, nullable=False)
-    boost_period: Mapped[int] = mapped_column(sa.Integer, nullable=False)
-    cluster_id: Mapped[int | None] = cluster_id_column()
+    embedding_half: Mapped[Any | None] = half_column("l2_normalize(embedding)::halfvec")
     search_vector: Mapped[Any | None] = section_search_vector_column()  # BM25 (migration 0014)
     bm25_length: Mapped[int | None] = unit_length_column(SECTION_SEARCH_VECTOR)
 
@@ -133,26 +124,7 @@ class ArticleSection(Base):
         sa.UniqueConstraint("article_id", "ordinal", name="knowledge_sections_article_ordinal"),
         sa.CheckConstraint("char_start >= 0 AND char_end >= char_start", name="knowledge_sections_span"),
         sa.CheckConstraint(sa.column("kind").in_(SECTION_KINDS), name="knowledge_sections_kind"),
-        cluster_boost_index("knowledge_sections"),
     )
-
-
-class VectorCluster(Base):
-    """A k-means centroid of one model's vectors and its radius: the largest angle to any vector assigned to it
-    (a trigger widens it when a vector lands outside). The exact walk's cosine bound for the whole cluster."""
-
-    __tablename__ = "vector_clusters"
-
-    id: Mapped[int] = mapped_column(sa.Integer, sa.Identity(always=False), primary_key=True)
-    model: Mapped[str] = mapped_column(sa.Text, nullable=False)
-    centroid: Mapped[Any] = mapped_column(BinaryVector(VECTOR_DIMENSIONS), nullable=False)
-    radius: Mapped[float] = mapped_column(sa.Double, nullable=False)
-    members: Mapped[int] = mapped_column(sa.BigInteger, nullable=False, server_default="0")
-    created_at: Mapped[datetime] = mapped_column(
-        sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
-    )
-
-    __table_args__ = (sa.Index("vector_clusters_model", "model"),)
 
 
 class SynonymGroup(Base):
