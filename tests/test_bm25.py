@@ -113,8 +113,9 @@ def insert_unit_article(session, title: list[str], sections: list[tuple[list[str
     """An article whose content is its sections' words (each section "text" or "heading")."""
     content = "\n\n".join(" ".join(words) for words, _ in sections) or "basalt"
     article_id = session.execute(sa.text("""
-        INSERT INTO knowledge_base (title, content, embedding, embedding_model, importance)
-        VALUES (:title, :content, :embedding, :model, :importance) RETURNING id
+        INSERT INTO knowledge_base (title, content, embedding, embedding_half, embedding_model, importance)
+        VALUES (:title, :content, :embedding, CAST(l2_normalize(CAST(:embedding AS vector)) AS halfvec), :model,
+                :importance) RETURNING id
     """), {"title": " ".join(title), "content": content, "embedding": np.full(1536, 0.02, dtype=np.float32),
            "model": model, "importance": importance}).scalar_one()
     for ordinal, (words, kind) in enumerate(sections):
@@ -252,8 +253,9 @@ def test_normalised_fusion_matches_its_definition_over_every_eligible_article(se
         vector = np.zeros(1536, dtype=np.float32)
         vector[:4] = rng.standard_normal(4)
         session.execute(sa.text("""
-            INSERT INTO knowledge_base (title, content, embedding, embedding_model, importance)
-            VALUES (:title, :content, :embedding, :model, 1.0)
+            INSERT INTO knowledge_base (title, content, embedding, embedding_half, embedding_model, importance)
+            VALUES (:title, :content, :embedding, CAST(l2_normalize(CAST(:embedding AS vector)) AS halfvec), :model,
+                    1.0)
         """), {"title": f"article {number}", "embedding": vector / np.linalg.norm(vector), "model": MODEL,
                "content": " ".join(rng.choice(VOCABULARY[:6], size=int(rng.integers(1, 6))))})
     query = build_bm25_query(session, "zinc cobalt", [])

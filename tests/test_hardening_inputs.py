@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from service.config import Settings
 from service.db.engine import create_engine
 from service.knowledge.articles import add_article, update_article
+from service.retrieval.approximate import build_approximate_index
 from service.knowledge.importer import import_path
 from service.retrieval.lexical import MAX_QUERY_TERMS, add_synonym_group, capped_terms
 from service.runtime import Runtime
@@ -181,9 +182,11 @@ def test_item_10_healthz_names_no_socket_or_driver_error_to_anonymous_callers(se
         down.dispose()
 
 
-def test_item_10_stats_show_index_ddl_only_to_admins(seeded, anonymous_client, client):
+def test_item_10_stats_show_index_ddl_only_to_admins(seeded, anonymous_client, client, runtime):
+    with runtime.session() as session:  # the approximate mode's index, the one index stats describe
+        build_approximate_index(session, runtime.embedder.model_name)
     assert anonymous_client.get("/api/stats").get_json()["index"] is None
-    assert "btree" in client.get("/api/stats").get_json()["index"]["definition"]
+    assert "hnsw" in client.get("/api/stats").get_json()["index"]["definition"]
 
 
 def test_item_10_import_does_not_follow_a_symlink_out_of_the_folder(session, local_embedder, tmp_path):

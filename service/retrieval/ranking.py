@@ -37,10 +37,3 @@ def rrf_relevance(vector_rank: int | None, lexical_rank: int | None, *, vector_w
     total = (vector_weight / (k + vector_rank) if vector_rank else 0.0) + \
             (lexical_weight / (k + lexical_rank) if lexical_rank else 0.0)
     return total * (k + 1.0)
-
-
-def kth_largest(values: list[float], k: int) -> float | None:
-    """The ``k``-th largest value, or None when there are fewer than ``k``."""
-    if k < 1 or len(values) < k:
-        return None
-    return sorted(values, reverse=True)[k - 1]
