@@ -4,18 +4,12 @@ from __future__ import annotations
 
 import email
 import email.policy
-import socket
 import time
 from email.message import EmailMessage
 
 from aiosmtpd.controller import Controller
 
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from .test_serve import free_port
 
 
 class _Keep:

@@ -11,15 +11,11 @@ import json
 import subprocess
 import urllib.error
 import urllib.request
-import uuid
 from typing import Any, Iterator
 
-import psycopg
 import pytest
-import sqlalchemy as sa
 
-from .conftest import admin_conninfo
-from .test_serve import SUPPORTRAG, free_port, server_env, stop, wait_until_healthy
+from .test_serve import SUPPORTRAG, serve_fresh_database
 
 USERNAME, PASSWORD = "lead", "correct horse battery"
 DESKTOP, PHONE = {"width": 1280, "height": 800}, {"width": 390, "height": 844}
@@ -53,30 +49,20 @@ def run_cli(env: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
-@pytest.fixture(scope="module")
-def server(pg_url, tmp_path_factory) -> Iterator[dict[str, str]]:
-    """A fresh database with one admin and one API token, served by ``supportrag serve`` (gunicorn)."""
-    name = f"t_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    data_dir = tmp_path_factory.mktemp("admin-browser")
-    env = server_env(sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False), data_dir)
+def create_admin_and_token(env: dict[str, str], base_url: str) -> str:
+    """The browser tests' admin account (default auth settings) and an API token; returns the token."""
     for key in AUTH_OVERRIDES:
         env.pop(key, None)
     run_cli(env, "admin", "create", "--username", USERNAME, "--password", PASSWORD)
-    token = run_cli(env, "token", "create", "--name", "browser test").strip().splitlines()[-1]
-    port, log_path = free_port(), data_dir / "server.log"
-    with open(log_path, "wb") as log, subprocess.Popen(
-            [str(SUPPORTRAG), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
-    ) as process:
-        try:
-            base_url = f"http://127.0.0.1:{port}"
-            wait_until_healthy(process, base_url, log_path)
-            yield {"base_url": base_url, "token": token}
-        finally:
-            stop(process)
-            with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return run_cli(env, "token", "create", "--name", "browser test").strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def server(pg_url, tmp_path_factory) -> Iterator[dict[str, str]]:
+    """A fresh database with one admin and one API token, served by ``supportrag serve`` (gunicorn)."""
+    with serve_fresh_database(pg_url, tmp_path_factory.mktemp("admin-browser"),
+                              prepare=create_admin_and_token) as served:
+        yield {"base_url": served["base_url"], "token": served["prepared"]}
 
 
 @pytest.fixture

@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import re
 import subprocess
-import uuid
 from email.message import EmailMessage
 from typing import Any, Iterator
 
-import psycopg
 import pytest
-import sqlalchemy as sa
 
-from .conftest import admin_conninfo
 from .smtp_server import SmtpSink
-from .test_admin_browser import DESKTOP, PHONE, article_id_by_title, request_json, run_cli
-from .test_serve import SUPPORTRAG, free_port, server_env, stop, wait_until_healthy
+from .test_admin_browser import DESKTOP, PHONE, article_id_by_title, run_cli
+from .test_serve import SUPPORTRAG, serve_fresh_database
 
 AGENT, AGENT_PASSWORD = "agnes", "agent password 1"
 REFUND_QUESTION = "How do I get my money back for an order I returned?"
@@ -39,28 +35,14 @@ def smtp() -> Iterator[SmtpSink]:
 @pytest.fixture(scope="module")
 def served(pg_url, tmp_path_factory, smtp) -> Iterator[dict[str, Any]]:
     """A fresh database with one agent, served by ``supportrag serve`` with SMTP and plus-addressed replies."""
-    name = f"t_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    data_dir = tmp_path_factory.mktemp("agent-browser")
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    env = server_env(sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False), data_dir)
-    env.update(SMTP_HOST="127.0.0.1", SMTP_PORT=str(smtp.port), MAIL_FROM="Support <support@example.com>",
-               MAIL_REPLY_TO="support+{token}@example.com", SUPPORTRAG_PUBLIC_URL=base_url,
-               WEB_CONCURRENCY="2")
-    run_cli(env, "admin", "create", "--username", AGENT, "--password", AGENT_PASSWORD, "--role", "agent")
-    log_path = data_dir / "server.log"
-    with open(log_path, "wb") as log, subprocess.Popen(
-            [str(SUPPORTRAG), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
-    ) as process:
-        try:
-            wait_until_healthy(process, base_url, log_path)
-            yield {"base_url": base_url, "env": env}
-        finally:
-            stop(process)
-            with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    def prepare(env: dict[str, str], base_url: str) -> None:
+        env.update(SMTP_HOST="127.0.0.1", SMTP_PORT=str(smtp.port), MAIL_FROM="Support <support@example.com>",
+                   MAIL_REPLY_TO="support+{token}@example.com", SUPPORTRAG_PUBLIC_URL=base_url,
+                   WEB_CONCURRENCY="2")
+        run_cli(env, "admin", "create", "--username", AGENT, "--password", AGENT_PASSWORD, "--role", "agent")
+
+    with serve_fresh_database(pg_url, tmp_path_factory.mktemp("agent-browser"), prepare=prepare) as served:
+        yield {"base_url": served["base_url"], "env": served["env"]}
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,8 @@ candidate after editing it, and apply an importance proposal. Screenshots as in 
 
 from __future__ import annotations
 
-import subprocess
-import uuid
 from typing import Any, Iterator
 
-import psycopg
 import pytest
 import sqlalchemy as sa
 
@@ -16,9 +13,8 @@ from service.db.engine import create_engine
 from service.knowledge.candidates import propose_candidate
 from service.runtime import Runtime
 
-from .conftest import admin_conninfo
-from .test_admin_browser import AUTH_OVERRIDES, DESKTOP, PASSWORD, USERNAME, log_in, request_json, run_cli
-from .test_serve import SUPPORTRAG, free_port, server_env, stop, wait_until_healthy
+from .test_admin_browser import DESKTOP, USERNAME, create_admin_and_token, log_in, request_json
+from .test_serve import serve_fresh_database
 
 REFUND_QUESTIONS = ["How do I get a refund?", "Can I return an item for my money back?",
                     "How long does a refund take?", "What is your refund policy?", "I want to return my order"]
@@ -33,28 +29,10 @@ PICKUP_REPLY = ("Hi Jane, yes! Choose Warehouse pickup as the delivery option at
 @pytest.fixture(scope="module")
 def loop_server(pg_url, tmp_path_factory) -> Iterator[dict[str, Any]]:
     """A fresh seeded database served by ``supportrag serve``, with one admin and one API token."""
-    name = f"t_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    database_url = sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False)
     data_dir = tmp_path_factory.mktemp("learning-browser")
-    env = server_env(database_url, data_dir)
-    for key in AUTH_OVERRIDES:
-        env.pop(key, None)
-    run_cli(env, "admin", "create", "--username", USERNAME, "--password", PASSWORD)
-    token = run_cli(env, "token", "create", "--name", "browser test").strip().splitlines()[-1]
-    port, log_path = free_port(), data_dir / "server.log"
-    with open(log_path, "wb") as log, subprocess.Popen(
-            [str(SUPPORTRAG), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
-    ) as process:
-        try:
-            base_url = f"http://127.0.0.1:{port}"
-            wait_until_healthy(process, base_url, log_path)
-            yield {"base_url": base_url, "token": token, "database_url": database_url, "data_dir": data_dir}
-        finally:
-            stop(process)
-            with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with serve_fresh_database(pg_url, data_dir, prepare=create_admin_and_token) as served:
+        yield {"base_url": served["base_url"], "token": served["prepared"],
+               "database_url": served["database_url"], "data_dir": data_dir}
 
 
 @pytest.fixture

@@ -10,14 +10,18 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
+import psycopg
 import pytest
+import sqlalchemy as sa
 
+from .conftest import admin_conninfo
 from .helpers import ENVIRONMENT_OVERRIDES
 
 SUPPORTRAG = Path(sys.executable).parent / "supportrag"
@@ -78,6 +82,37 @@ def stop(process: subprocess.Popen) -> int:
             process.kill()
             process.wait()
     return process.returncode
+
+
+@contextmanager
+def serve_fresh_database(pg_url: str, data_dir: Path, *,
+                         prepare: Callable[[dict[str, str], str], Any] | None = None) -> Iterator[dict[str, Any]]:
+    """A new database on the test server served by ``supportrag serve`` on a free port, until the block ends.
+
+    ``prepare(env, base_url)`` runs first (accounts, tokens, extra settings written into ``env``); its result is
+    yielded as ``prepared`` with ``base_url``, ``env`` and ``database_url``. The server is stopped and the
+    database dropped whatever happened.
+    """
+    name = f"t_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        database_url = sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False)
+        port, log_path = free_port(), data_dir / "server.log"
+        base_url = f"http://127.0.0.1:{port}"
+        env = server_env(database_url, data_dir)
+        prepared = prepare(env, base_url) if prepare else None
+        with open(log_path, "wb") as log, subprocess.Popen(
+                [str(SUPPORTRAG), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
+        ) as process:
+            try:
+                wait_until_healthy(process, base_url, log_path)
+                yield {"base_url": base_url, "env": env, "database_url": database_url, "prepared": prepared}
+            finally:
+                stop(process)
+    finally:
+        with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @contextmanager
