@@ -28,7 +28,8 @@ sys.path.insert(0, str(HERE))
 from embedding_cache import DiskCachedEmbedder  # noqa: E402  (a sibling script, not a package)
 
 SETS = ("stackfaq_dev", "stackfaq_long_dev", "scifact_dev")
-RULES = {"convex": (0.95, 0.9, 0.7), "minmax": (0.3, 0.5, 0.7, 0.8, 0.85, 0.9), "zscore": (0.3, 0.5, 0.7, 0.8, 0.85, 0.9),
+RULES = {"convex": (0.95, 0.9, 0.7), "minmax": (0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.93),
+         "zscore": (0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95),
          "rrf": (0.5, 0.7)}
 
 
