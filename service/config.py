@@ -50,6 +50,11 @@ class RetrievalSettings:
     pool: int = 100
 
 
+# The largest page (service.validation.SEARCH_LIMIT_MAX): a pool at least that big never grows with the page, so
+# a page of 50 ranks the same pool, with the same relevances, as a page of 3.
+HYBRID_POOL_MIN = 50
+
+
 def _default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("supportrag"))
 
@@ -298,8 +303,8 @@ class Settings:
             raise ConfigError("BM25_K1 must not be negative and BM25_B must be between 0 and 1")
         if not 0.0 <= self.hybrid_vector_weight <= 1.0:
             raise ConfigError("HYBRID_VECTOR_WEIGHT must be between 0 and 1")
-        if not 1 <= self.hybrid_pool <= 10_000:
-            raise ConfigError("HYBRID_POOL must be between 1 and 10000")
+        if not HYBRID_POOL_MIN <= self.hybrid_pool <= 10_000:
+            raise ConfigError(f"HYBRID_POOL must be between {HYBRID_POOL_MIN} and 10000")
         if self.retrieval_granularity not in ("section", "article"):
             raise ConfigError(f"RETRIEVAL_GRANULARITY must be section or article, got {self.retrieval_granularity!r}")
         if self.search_statement_timeout_ms < 1:

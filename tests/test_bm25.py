@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from service.config import HYBRID_POOL_MIN, ConfigError, Settings
 from service.knowledge.articles import add_article, delete_article, update_article
 from service.retrieval.bm25 import (
     MAX_QUERY_TERMS,
@@ -26,6 +27,7 @@ from service.retrieval.lexical import load_synonym_groups
 from service.retrieval.ranking import RankingWeights
 from service.retrieval.search import RetrievalSettings, run_search
 from service.retrieval.sql import rank_articles
+from service.validation import SEARCH_LIMIT_MAX
 
 from .helpers import FailingEmbedder
 
@@ -286,3 +288,11 @@ def test_normalised_fusion_fuses_each_legs_pool_scaled_by_its_spread_over_the_wh
     assert [r.id for r in rows] == expected
     assert [r.relevance for r in rows] == pytest.approx([(combined[i] - low) / (high - low) for i in expected],
                                                         abs=1e-6)
+
+
+def test_the_pool_is_never_smaller_than_the_largest_page():
+    assert HYBRID_POOL_MIN == SEARCH_LIMIT_MAX  # so a longer page never changes the pool a shorter one ranks
+    assert Settings.from_env({"HYBRID_POOL": "50"}).hybrid_pool == 50
+    for bad in ("49", "0", "many"):
+        with pytest.raises(ConfigError, match="HYBRID_POOL"):
+            Settings.from_env({"HYBRID_POOL": bad})
