@@ -49,13 +49,18 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=list(SETS))
     parser.add_argument("--only", nargs="+", help="variant names to score (default: all)")
     parser.add_argument("--json", type=Path, help="write {set: {variant: metrics}} here (merged with its content)")
+    parser.add_argument("--pool", type=int, help="HYBRID_POOL for the z-score / min-max variants (default 100); "
+                        "variant names get a ' pool=N' suffix")
     args = parser.parse_args()
     runtime = Runtime.start(Settings.from_env(), seed=False)
     cached = DiskCachedEmbedder(runtime.embedder)
     sweep_runtime = Runtime(runtime.settings, runtime.engine, cached)
     named = variants(RULES)
+    if args.pool:
+        named = {f"{name} pool={args.pool}": replace(setting, pool=args.pool) for name, setting in named.items()}
     if args.only:
-        named = {name: named[name] for name in args.only}
+        suffix = f" pool={args.pool}" if args.pool else ""
+        named = {name + suffix: named[name + suffix] for name in args.only}
     results = json.loads(args.json.read_text()) if args.json and args.json.exists() else {}
     for name in args.sets:
         directory = args.shared / "eval" / name
