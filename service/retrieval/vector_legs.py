@@ -33,15 +33,15 @@ def half_leg(granularity: str) -> str:
     """Every eligible article's half-precision similarity: the best of its card's and its sections'."""
     if granularity == "article":
         return f"half_leg AS (\n    SELECT id, card_similarity AS similarity, {_NO_SECTION} FROM eligible\n)"
-    return f"""half_sections AS (
-    SELECT s.article_id, min(s.embedding_half <=> {HALF_QUERY}) AS distance
-    FROM knowledge_sections s JOIN eligible e ON e.id = s.article_id
-    WHERE s.embedding_half IS NOT NULL AND s.embedding_model = :model
-    GROUP BY s.article_id
+    return f"""half_units AS (
+    SELECT v.article_id, min(v.embedding_half <=> {HALF_QUERY}) AS distance
+    FROM search_vectors v
+    WHERE v.embedding_model = :model
+    GROUP BY v.article_id
 ),
 half_leg AS (
-    SELECT e.id, GREATEST(e.card_similarity, coalesce(1.0 - b.distance, -1.0)) AS similarity, {_NO_SECTION}
-    FROM eligible e LEFT JOIN half_sections b ON b.article_id = e.id
+    SELECT e.id, GREATEST(e.card_similarity, coalesce(1.0 - u.distance, -1.0)) AS similarity, {_NO_SECTION}
+    FROM eligible e LEFT JOIN half_units u ON u.article_id = e.id
 )"""
 
 
