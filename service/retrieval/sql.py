@@ -31,7 +31,7 @@ from service.retrieval.fragments import ELIGIBLE_WHERE, RECENCY
 from service.retrieval.fusion import normalised_fusion
 from service.retrieval.precision import rescore_margin, similarity_margin
 from service.retrieval.ranking import RankingWeights, final_score
-from service.retrieval.vector_legs import CANDIDATES, CARD_SIMILARITY, exact_leg, half_leg, vector_rank
+from service.retrieval.vector_legs import CANDIDATES, card_similarity, exact_leg, half_leg, vector_rank
 
 MODES = ("vector", "lexical", "hybrid")
 GRANULARITIES = ("section", "article")
@@ -39,8 +39,8 @@ GRANULARITIES = ("section", "article")
 # (BM25 0 where no term matches), then w·vector + (1−w)·lexical; "rrf": weighted reciprocal rank fusion.
 FUSIONS = ("convex", "rrf", "minmax", "zscore")
 
-def _eligible(*, precision: str | None, lexical_only: bool, candidates: bool = False) -> str:
-    card = CARD_SIMILARITY[precision] if precision else "NULL::double precision"
+def _eligible(*, precision: str | None, granularity: str, lexical_only: bool, candidates: bool = False) -> str:
+    card = card_similarity(precision, granularity) if precision else "NULL::double precision"
     matches = "\n      AND kb.search_vector @@ CAST(:tsquery AS tsquery)" if lexical_only else ""
     if candidates:  # the approximate mode's candidates (service.retrieval.approximate), ranked exactly
         matches += "\n      AND kb.id = ANY(CAST(:candidate_ids AS bigint[]))"
@@ -170,7 +170,8 @@ def build_statement(mode: str, *, fusion: str = "convex", granularity: str = "se
         raise ValueError(f"precision {precision!r} does not apply to {mode}/{fusion}")
     precision = (precision or statement_precision(mode, fusion, with_vector)) if with_vector else None
     lexical = mode != "vector"
-    ctes = [_eligible(precision=precision, lexical_only=mode == "lexical", candidates=candidates)]
+    ctes = [_eligible(precision=precision, granularity=granularity, lexical_only=mode == "lexical",
+                      candidates=candidates)]
     if precision:
         ctes += _vector_ctes(mode, fusion, granularity, precision)
     else:
