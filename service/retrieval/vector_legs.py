@@ -36,7 +36,7 @@ _NO_SECTION = "NULL::bigint AS section_id, NULL::double precision AS section_sim
 
 # Every eligible article's half-precision similarity, sorted (ties by id): ``vector_rank`` counts the articles
 # above a similarity by binary search (``width_bucket``) instead of a scan per returned row.
-HALF_SORTED = """half_sorted AS (
+HALF_SORTED = """half_sorted AS MATERIALIZED (
     SELECT array_agg(similarity ORDER BY similarity, id) AS similarities, array_agg(id ORDER BY similarity, id) AS ids
     FROM half_leg
 )"""
@@ -143,6 +143,6 @@ def vector_rank(granularity: str, precision: str) -> str:
     below = "width_bucket(top.similarity - :similarity_margin, h.similarities)"
     return f"""(SELECT 1 + cardinality(h.ids) - {above}
         + (SELECT count(*) FROM unnest(h.ids[{below} + 1:{above}]) AS o(id)
-           CROSS JOIN LATERAL (SELECT {_exact_similarity(granularity)} AS value) x
+           CROSS JOIN LATERAL (SELECT {_exact_similarity(granularity)} AS value OFFSET 0) x  -- once per row
            WHERE o.id <> top.id AND (x.value > top.similarity OR (x.value = top.similarity AND o.id < top.id)))
         FROM half_sorted h)"""
