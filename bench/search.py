@@ -158,13 +158,17 @@ def load(conn, rng: np.random.Generator, articles: int, per_article: int, source
 
 
 def measure_tables(engine: sa.Engine) -> dict:
-    """Table sizes and the average section row: its heap tuple, and all it stores (TOAST included)."""
+    """Table sizes, the average section row (its heap tuple, and all it stores: TOAST and indexes included) and
+    what the exact scan reads (search_vectors' heap)."""
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(sa.text("VACUUM ANALYZE knowledge_sections"))
-        conn.execute(sa.text("VACUUM ANALYZE knowledge_base"))
+        for table in ("knowledge_sections", "knowledge_base", "search_vectors"):
+            conn.execute(sa.text(f"VACUUM ANALYZE {table}"))
     with engine.connect() as conn:
         row = conn.execute(sa.text("""
-            SELECT pg_total_relation_size('knowledge_sections') + pg_total_relation_size('knowledge_base') AS total,
+            SELECT pg_total_relation_size('knowledge_sections') + pg_total_relation_size('knowledge_base')
+                   + pg_total_relation_size('search_vectors') AS total,
+                   pg_relation_size('search_vectors') AS scan_heap,
+                   (SELECT count(*) FROM search_vectors) AS vectors,
                    pg_relation_size('knowledge_sections') AS section_heap,
                    pg_total_relation_size('knowledge_sections') AS section_total,
                    (SELECT count(*) FROM knowledge_sections) AS sections,
@@ -172,7 +176,8 @@ def measure_tables(engine: sa.Engine) -> dict:
         """)).one()
     return {"table_mb": round(row.total / 2**20, 1), "section_tuple_bytes": round(float(row.tuple_bytes)),
             "section_heap_bytes_per_row": round(row.section_heap / row.sections),
-            "section_bytes_per_row": round(row.section_total / row.sections)}
+            "section_bytes_per_row": round(row.section_total / row.sections),
+            "scanned_mb": round(row.scan_heap / 2**20, 1), "scanned_bytes_per_vector": round(row.scan_heap / row.vectors)}
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -1,11 +1,16 @@
 """``search_vectors`` (migration 0016) holds exactly the base tables' vectors, whoever writes them."""
 
+from datetime import datetime, timezone
+
 import numpy as np
 import sqlalchemy as sa
 
 from service.knowledge.indexing import IndexInput, copy_sections, index_articles
+from service.retrieval.ranking import RankingWeights
+from service.retrieval.sql import search_by_vector
 
 MODEL = "test-model"
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 
 # What search_vectors must hold: every embedded card and section, as the scan reads it.
 EXPECTED_SQL = sa.text("""
@@ -95,3 +100,28 @@ def test_the_indexing_use_case_and_a_reindex_keep_the_side_table_in_step(runtime
         assert index_articles(session, embedder, [IndexInput(article_id, "Refunds", edited)]) is None
         assert assert_in_step(session) == embedded
         assert session.execute(sa.text("SELECT count(DISTINCT embedding_model) FROM search_vectors")).scalar_one() == 1
+
+
+def test_ineligible_vectors_in_the_scan_never_take_or_shift_a_top_k_slot(session):
+    """The scan reads every vector of the model; eligibility (the card's model, the source prefix) is the join
+    after it. Better-matching ineligible articles must neither appear nor move the re-score threshold."""
+    rng = np.random.default_rng(5)
+    query = unit_vectors(rng, 1)[0]
+    eligible = {}
+    for index in range(30):
+        vector = unit_vectors(rng, 1)[0] + (0.3 + 0.02 * index) * query
+        vector /= np.linalg.norm(vector)
+        if index % 3 == 0:  # under the prefix: eligible
+            article_id = insert_article(session, vector)
+            session.execute(sa.text("UPDATE knowledge_base SET source_path = :p WHERE id = :id"),
+                            {"p": f"docs/{index}.md", "id": article_id})
+            eligible[article_id] = float(vector @ query)
+        elif index % 3 == 1:  # outside the prefix, closer to the query
+            insert_article(session, (vector + query) / np.linalg.norm(vector + query))
+        else:  # a pending card with a section equal to the query
+            copy_sections(session, [section_row(insert_article(session, None), 0, query)])
+    results = search_by_vector(session, query, model=MODEL, limit=5, weights=RankingWeights(), now=NOW,
+                               source_prefix="docs/")
+    by_score = sorted(eligible, key=lambda article_id: (-eligible[article_id], article_id))
+    assert [r.id for r in results] == by_score[:5]  # equal recency and importance: the order of the cosines
+    assert [r.vector_rank for r in results] == [1, 2, 3, 4, 5]
