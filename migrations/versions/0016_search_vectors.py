@@ -7,9 +7,9 @@ vectors need. ``search_vectors`` holds one row per embedded card and section, an
 bytes a vector. One scan now covers cards and sections (service.retrieval.vector_legs), and the approximate mode's
 HNSW indexes are built on it (service.retrieval.approximate).
 
-``knowledge_sections.embedding_half`` (0015's generated copy) goes: nothing reads it any more. A section row then
-keeps its full-precision vector in line (``toast_tuple_target``): no TOAST row per section on ingest, and a
-re-score reads one heap row instead of a TOAST chunk.
+``knowledge_sections.embedding_half`` (0015's generated copy) goes: nothing reads it any more. A section row of a
+short section then fits under the 2 KB TOAST threshold with its full-precision vector in line (no TOAST row per
+section on ingest; a re-score reads one heap row).
 
 Statement-level AFTER triggers with transition tables keep it equal to the base tables whoever writes (the
 indexing use case, a bulk COPY, a re-embed, a plain UPDATE, a delete and its FK cascade, TRUNCATE): a COPY pays
@@ -32,8 +32,6 @@ branch_labels = None
 depends_on = None
 
 SECTION_HALF = "l2_normalize(n.embedding)::halfvec"
-# A section row stays whole up to this size (the largest allowed): its text, tsvector and a 384-d vector fit.
-SECTION_TOAST_TARGET = 8160
 
 FUNCTIONS = f"""
 CREATE FUNCTION search_vectors_sections_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -131,7 +129,6 @@ def upgrade() -> None:
     op.execute(FUNCTIONS)
     op.execute(BACKFILL)
     op.drop_column("knowledge_sections", "embedding_half")
-    op.execute(f"ALTER TABLE knowledge_sections SET (toast_tuple_target = {SECTION_TOAST_TARGET})")
     op.create_index("search_vectors_article", "search_vectors", ["article_id"])
     op.create_index("search_vectors_section", "search_vectors", ["section_id"], unique=True)
     for table, kind in KINDS.items():
@@ -150,7 +147,6 @@ def downgrade() -> None:
         for event in ("inserted", "deleted", "updated", "truncated"):
             op.execute(f"DROP FUNCTION search_vectors_{kind}_{event}()")
     op.drop_table("search_vectors")
-    op.execute("ALTER TABLE knowledge_sections RESET (toast_tuple_target)")
     op.add_column("knowledge_sections", sa.Column(
         "embedding_half", HALFVEC(), sa.Computed("l2_normalize(embedding)::halfvec", persisted=True), nullable=True))
     op.execute("ALTER TABLE knowledge_sections ALTER COLUMN embedding_half SET STORAGE MAIN")

@@ -124,8 +124,7 @@ class ArticleSection(Base):
         sa.CheckConstraint("char_start >= 0 AND char_end >= char_start", name="knowledge_sections_span"),
         sa.CheckConstraint(sa.column("kind").in_(SECTION_KINDS), name="knowledge_sections_kind"),
     )
-    # Stored whole up to 8,160 bytes (migration 0016 sets toast_tuple_target): the full-precision
-    # vector stays in the row; its half-precision copy lives in search_vectors.
+    # Its half-precision copy lives in search_vectors (migration 0016), kept there by triggers.
 
 
 class SynonymGroup(Base):
