@@ -1,11 +1,19 @@
 """The vector parts of the search statements: cosines at the model's width, half precision then full.
 
-``precision="half"`` (vector mode and convex hybrid): the scan reads every eligible article's card and sections
-in half precision (``embedding_half``, migration 0015) into ``half_leg``; ``candidates`` keeps the articles
-whose half-precision score is within ``:margin`` of the k-th best (service.retrieval.precision proves the
-full-precision top-k is among them); ``vector_leg`` re-scores just those in full precision. The statement's
-other parts (fusion, the final top-k) then read ``vector_leg`` as they would the full scan's, so the result is
-the full-precision scan's, ties by id included.
+``precision="half"`` (vector mode and convex hybrid): one scan of ``search_vectors`` (migration 0016: every card
+and section vector of the model, unit length, half precision, and nothing else: ~0.9 KB a row) gives each article
+its best half-precision similarity (``half_units``), joined to ``eligible`` into ``half_leg``; ``candidates``
+keeps the articles whose half-precision score is within ``:margin`` of the k-th best
+(service.retrieval.precision proves the full-precision top-k is among them); ``vector_leg`` re-scores just those
+in full precision, from the base tables. The statement's other parts (fusion, the final top-k) then read
+``vector_leg`` as they would the full scan's, so the result is the full-precision scan's, ties by id included.
+
+The scan filters by model only, not by eligibility (a card of another model, a pending card, ``:source_prefix``):
+eligibility is the join *after* the aggregate. That is exact: ``half_leg`` has one row per eligible article and
+no other, so an ineligible article's vectors, however close, never reach ``half_fused``, the k-th best score the
+margin is measured from, ``candidates`` or the final top-k; and an eligible article's best over the model's
+vectors is the best over its own (``search_vectors`` holds exactly the base tables' vectors: triggers,
+tests/test_search_vectors.py).
 
 ``precision="full"``: ``vector_leg`` over every eligible article in full precision (RRF needs every article's
 exact vector rank; tests use it as the reference).
