@@ -267,12 +267,15 @@ def _time_all(engine: sa.Engine, args: argparse.Namespace, source, now: datetime
         if args.parallel_workers is not None:  # committed: each search's rollback must not undo it
             session.execute(sa.text("SELECT set_config('max_parallel_workers_per_gather', :n, false)"),
                             {"n": str(args.parallel_workers)})
+            if args.force_parallel:  # the planner's default costs keep a 48,000-vector scan serial
+                session.execute(sa.text("SELECT set_config('parallel_setup_cost', '0', false), "
+                                        "set_config('parallel_tuple_cost', '0', false)"))
             session.commit()
         for strategy in strategies:
             timed[strategy] = time_strategy(session, queries, now, strategy)
         settings = dict(session.execute(sa.text(
             "SELECT name, setting FROM pg_settings WHERE name IN ('shared_buffers', 'max_parallel_workers_per_gather',"
-            " 'max_parallel_workers', 'min_parallel_table_scan_size')")).all())
+            " 'max_parallel_workers', 'min_parallel_table_scan_size', 'parallel_setup_cost')")).all())
     reference = timed["full"][1]
     rows = [summarise(name, *timed[name], reference) for name in strategies]
     for row in rows:
@@ -308,6 +311,8 @@ def main() -> None:
                         help="also build the HNSW indexes and time the approximate mode")
     parser.add_argument("--parallel-workers", type=int,
                         help="max_parallel_workers_per_gather for the searches (default: the server's)")
+    parser.add_argument("--force-parallel", action="store_true",
+                        help="with --parallel-workers: parallel_setup_cost and parallel_tuple_cost 0")
     parser.add_argument("--candidates", type=int, default=CANDIDATES[0],
                         help="approximate mode: nearest sections (and cards) whose articles are ranked")
     parser.add_argument("--skip-naive", action="store_true", help="large corpora: the naive sort takes seconds")

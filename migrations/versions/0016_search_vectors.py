@@ -94,9 +94,10 @@ BEGIN
     RETURN NULL;
 END $$;
 
+-- Every article gone: every vector goes, and the table's pages with them.
 CREATE FUNCTION search_vectors_cards_truncated() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    DELETE FROM search_vectors;
+    TRUNCATE search_vectors;
     RETURN NULL;
 END $$;
 """
