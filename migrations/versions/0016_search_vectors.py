@@ -1,11 +1,13 @@
 """A narrow table of every vector the exact scan reads: ``search_vectors``.
 
 The default search scanned ``embedding_half`` inside ``knowledge_sections`` and ``knowledge_base``, whose rows
-also hold the text, the tsvector, the hash and the full-precision vector: the scan read far more pages than the
-vectors need. ``search_vectors`` holds one row per embedded card and section, and only what the scan reads:
-``(article_id, section_id, embedding_model, embedding_half)`` (``section_id`` NULL for the card), about 830
-bytes a vector. One scan now covers cards and sections (service.retrieval.vector_legs), and the approximate mode's
-HNSW indexes are built on it (service.retrieval.approximate).
+also hold the text, the tsvector, the hash (and, in line or as a TOAST pointer, the full-precision vector), and
+joined every section to its eligible article before aggregating. ``search_vectors`` holds one row per embedded
+card and section, and only what the scan reads: ``(article_id, section_id, embedding_model, embedding_half)``
+(``section_id`` NULL for the card), 910 heap bytes a 384-d vector. One scan now covers cards and sections, and
+eligibility is joined after the per-article aggregate (service.retrieval.vector_legs); the approximate mode's
+HNSW indexes are built on it (service.retrieval.approximate). Measured, the scan's time is nearly all the
+half-precision cosines themselves (README, Performance), so the gain over 0015 is small.
 
 ``knowledge_sections.embedding_half`` (0015's generated copy) goes: nothing reads it any more. A section row of a
 short section then fits under the 2 KB TOAST threshold with its full-precision vector in line (no TOAST row per
