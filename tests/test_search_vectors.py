@@ -1,6 +1,6 @@
 """``search_vectors`` (migration 0016) holds exactly the base tables' vectors, whoever writes them."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import sqlalchemy as sa
@@ -10,7 +10,7 @@ from service.retrieval.ranking import RankingWeights
 from service.retrieval.sql import search_by_vector
 
 MODEL = "test-model"
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 # What search_vectors must hold: every embedded card and section, as the scan reads it.
 EXPECTED_SQL = sa.text("""
