@@ -131,7 +131,9 @@ def upgrade() -> None:
     op.execute("ALTER TABLE search_vectors ALTER COLUMN embedding_half SET STORAGE PLAIN")
     op.execute(FUNCTIONS)
     op.execute(BACKFILL)
-    op.drop_column("knowledge_sections", "embedding_half")
+    op.drop_column("knowledge_sections", "embedding_half")  # and the approximate mode's index on it, if built
+    # The card's index of `supportrag db hnsw` would be kept up to date and never read: rebuild both on the new table.
+    op.execute("DROP INDEX IF EXISTS knowledge_base_half_hnsw")
     op.create_index("search_vectors_article", "search_vectors", ["article_id"])
     op.create_index("search_vectors_section", "search_vectors", ["section_id"], unique=True)
     for table, kind in KINDS.items():
