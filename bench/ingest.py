@@ -2,12 +2,13 @@
 
 Run by hand:  python bench/ingest.py --rows 5000 --articles 200
 Into a throwaway schema migrated like the real one, with precomputed vectors at MiniLM's 384 dimensions (the
-database adds each one's half-precision copy):
+database's triggers add each one's half-precision copy to ``search_vectors``):
 - ``insert``: one INSERT per row (what a loop over the ORM does);
 - ``executemany``: the ORM's batched INSERT (what index_articles did before COPY);
 - ``copy``: service.knowledge.indexing.copy_sections (binary COPY), what import, seed and the bulk API use now;
-then the stored size of a section row (its heap tuple, and with its TOASTed parts), and ``--articles`` synthetic
-articles through ``bulk_add_articles`` with the local MiniLM embedder (articles/s end to end).
+then the stored size of a section row (its heap tuple; with its TOASTed parts and indexes; and its narrow copy in
+``search_vectors``, which the exact scan reads), and ``--articles`` synthetic articles through ``bulk_add_articles``
+with the local MiniLM embedder (articles/s end to end).
 Prints one JSON line; appends it to bench/results/ingest.jsonl.
 """
 
@@ -83,11 +84,14 @@ def section_row_size(engine: sa.Engine, rng: np.random.Generator, rows: int) -> 
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(sa.text("VACUUM knowledge_sections"))
         tuple_bytes = conn.execute(sa.text("SELECT avg(pg_column_size(s.*)) FROM knowledge_sections s")).scalar_one()
-        heap, total = conn.execute(sa.text("SELECT pg_relation_size('knowledge_sections'), "
-                                           "pg_total_relation_size('knowledge_sections')")).one()
+        conn.execute(sa.text("VACUUM search_vectors"))
+        heap, total, scanned = conn.execute(sa.text(
+            "SELECT pg_relation_size('knowledge_sections'), pg_total_relation_size('knowledge_sections'), "
+            "pg_total_relation_size('search_vectors')")).one()
         conn.execute(sa.text("TRUNCATE knowledge_base CASCADE"))
     return {"section_tuple_bytes": round(float(tuple_bytes)), "section_heap_bytes_per_row": round(heap / rows),
-            "section_total_bytes_per_row": round(total / rows)}
+            "section_total_bytes_per_row": round(total / rows),
+            "scanned_copy_bytes_per_row": round(scanned / rows)}  # search_vectors (migration 0016), indexes too
 
 
 def synthetic_articles(rng: np.random.Generator, count: int) -> list[dict]:

@@ -158,13 +158,17 @@ def load(conn, rng: np.random.Generator, articles: int, per_article: int, source
 
 
 def measure_tables(engine: sa.Engine) -> dict:
-    """Table sizes and the average section row: its heap tuple, and all it stores (TOAST included)."""
+    """Table sizes, the average section row (its heap tuple, and all it stores: TOAST and indexes included) and
+    what the exact scan reads (search_vectors' heap)."""
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(sa.text("VACUUM ANALYZE knowledge_sections"))
-        conn.execute(sa.text("VACUUM ANALYZE knowledge_base"))
+        for table in ("knowledge_sections", "knowledge_base", "search_vectors"):
+            conn.execute(sa.text(f"VACUUM ANALYZE {table}"))
     with engine.connect() as conn:
         row = conn.execute(sa.text("""
-            SELECT pg_total_relation_size('knowledge_sections') + pg_total_relation_size('knowledge_base') AS total,
+            SELECT pg_total_relation_size('knowledge_sections') + pg_total_relation_size('knowledge_base')
+                   + pg_total_relation_size('search_vectors') AS total,
+                   pg_relation_size('search_vectors') AS scan_heap,
+                   (SELECT count(*) FROM search_vectors) AS vectors,
                    pg_relation_size('knowledge_sections') AS section_heap,
                    pg_total_relation_size('knowledge_sections') AS section_total,
                    (SELECT count(*) FROM knowledge_sections) AS sections,
@@ -172,7 +176,8 @@ def measure_tables(engine: sa.Engine) -> dict:
         """)).one()
     return {"table_mb": round(row.total / 2**20, 1), "section_tuple_bytes": round(float(row.tuple_bytes)),
             "section_heap_bytes_per_row": round(row.section_heap / row.sections),
-            "section_bytes_per_row": round(row.section_total / row.sections)}
+            "section_bytes_per_row": round(row.section_total / row.sections),
+            "scanned_mb": round(row.scan_heap / 2**20, 1), "scanned_bytes_per_vector": round(row.scan_heap / row.vectors)}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -262,12 +267,15 @@ def _time_all(engine: sa.Engine, args: argparse.Namespace, source, now: datetime
         if args.parallel_workers is not None:  # committed: each search's rollback must not undo it
             session.execute(sa.text("SELECT set_config('max_parallel_workers_per_gather', :n, false)"),
                             {"n": str(args.parallel_workers)})
+            if args.force_parallel:  # the planner's default costs keep a 48,000-vector scan serial
+                session.execute(sa.text("SELECT set_config('parallel_setup_cost', '0', false), "
+                                        "set_config('parallel_tuple_cost', '0', false)"))
             session.commit()
         for strategy in strategies:
             timed[strategy] = time_strategy(session, queries, now, strategy)
         settings = dict(session.execute(sa.text(
             "SELECT name, setting FROM pg_settings WHERE name IN ('shared_buffers', 'max_parallel_workers_per_gather',"
-            " 'max_parallel_workers', 'min_parallel_table_scan_size')")).all())
+            " 'max_parallel_workers', 'min_parallel_table_scan_size', 'parallel_setup_cost')")).all())
     reference = timed["full"][1]
     rows = [summarise(name, *timed[name], reference) for name in strategies]
     for row in rows:
@@ -303,6 +311,8 @@ def main() -> None:
                         help="also build the HNSW indexes and time the approximate mode")
     parser.add_argument("--parallel-workers", type=int,
                         help="max_parallel_workers_per_gather for the searches (default: the server's)")
+    parser.add_argument("--force-parallel", action="store_true",
+                        help="with --parallel-workers: parallel_setup_cost and parallel_tuple_cost 0")
     parser.add_argument("--candidates", type=int, default=CANDIDATES[0],
                         help="approximate mode: nearest sections (and cards) whose articles are ranked")
     parser.add_argument("--skip-naive", action="store_true", help="large corpora: the naive sort takes seconds")

@@ -46,7 +46,7 @@ def test_the_approximate_mode_ranks_the_hnsw_candidates_by_the_exact_formula(ses
     rng = np.random.default_rng(4)
     insert_corpus(session, rng, 150, 2)
     built = build_approximate_index(session, MODEL)
-    assert (built.width, built.names) == (WIDTH, ["knowledge_sections_half_hnsw", "knowledge_base_half_hnsw"])
+    assert (built.width, built.names) == (WIDTH, ["search_vectors_sections_hnsw", "search_vectors_cards_hnsw"])
     query = rng.standard_normal(WIDTH).astype(np.float32)
 
     # Enough candidates to hold every article: the same ranking as the exact scan, scores included.
@@ -61,7 +61,7 @@ def test_the_approximate_mode_ranks_the_hnsw_candidates_by_the_exact_formula(ses
     session.execute(sa.text("SET LOCAL enable_seqscan = off"))
     plan = "\n".join(session.execute(sa.text("EXPLAIN " + str(candidates_statement(WIDTH))),
                                      {"query_vector": query, "model": MODEL, "candidates": 3}).scalars())
-    assert "knowledge_sections_half_hnsw" in plan and "knowledge_base_half_hnsw" in plan
+    assert "search_vectors_sections_hnsw" in plan and "search_vectors_cards_hnsw" in plan
 
 
 def test_results_say_exact_false_only_in_the_approximate_mode(session, local_embedder):
@@ -75,9 +75,9 @@ def test_results_say_exact_false_only_in_the_approximate_mode(session, local_emb
 
 def test_db_hnsw_builds_the_indexes_that_stats_then_names_and_search_reports_exact_false(cli_env, monkeypatch):
     run_cli("seed")
-    assert "knowledge_sections_half_hnsw" in run_cli("db", "hnsw").stdout
+    assert "search_vectors_sections_hnsw" in run_cli("db", "hnsw").stdout
     index = run_cli_json("stats")["index"]
-    assert index["name"] == "knowledge_sections_half_hnsw" and "halfvec(384)" in index["definition"]
+    assert index["name"] == "search_vectors_sections_hnsw" and "halfvec(384)" in index["definition"]
     monkeypatch.setenv("SEARCH_APPROXIMATE", "1")
     [first] = run_cli_json("search", "I forgot my password", "--limit", "1")
     assert first["title"] == "Reset your password"

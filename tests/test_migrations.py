@@ -54,33 +54,33 @@ def test_model_metadata_matches_the_migrated_schema(engine):
     assert _schema_differences(engine) == []
 
 
-def test_the_scanned_half_vectors_stay_in_the_row_and_the_full_ones_go_out_of_line(session):
+def test_the_scanned_half_vectors_stay_in_the_row_and_the_full_ones_may_go_out_of_line(session):
     storage = dict(session.execute(sa.text("""
         SELECT attrelid::regclass::text || '.' || attname, attstorage FROM pg_attribute
-        WHERE attrelid IN ('knowledge_base'::regclass, 'knowledge_sections'::regclass)
+        WHERE attrelid IN ('knowledge_base'::regclass, 'knowledge_sections'::regclass, 'search_vectors'::regclass)
           AND attname IN ('embedding', 'embedding_half')
     """)).all())
     assert storage == {"knowledge_base.embedding": "e", "knowledge_sections.embedding": "e",
-                       "knowledge_base.embedding_half": "m", "knowledge_sections.embedding_half": "m"}
+                       "knowledge_base.embedding_half": "m", "search_vectors.embedding_half": "p"}
 
 
 def test_no_vector_index_is_kept_that_exact_search_does_not_read_and_the_walk_is_gone(session):
     definitions = dict(session.execute(sa.text(
-        "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('knowledge_base', 'knowledge_sections')"
-    )).all())
+        "SELECT indexname, indexdef FROM pg_indexes "
+        "WHERE tablename IN ('knowledge_base', 'knowledge_sections', 'search_vectors')")).all())
     assert not [name for name, definition in definitions.items() if "USING hnsw" in definition
                 or "USING ivfflat" in definition or "cluster" in name]
     assert session.execute(sa.text("SELECT to_regclass('vector_clusters')")).scalar_one() is None
 
 
-def test_sections_store_the_model_width_and_both_tables_a_half_precision_copy(session):
+def test_sections_store_the_model_width_and_the_scan_a_half_precision_copy(session):
     types = dict(session.execute(sa.text("""
         SELECT attrelid::regclass::text || '.' || attname, format_type(atttypid, atttypmod) FROM pg_attribute
-        WHERE attrelid IN ('knowledge_base'::regclass, 'knowledge_sections'::regclass)
-          AND attname IN ('embedding', 'embedding_half')
+        WHERE attrelid IN ('knowledge_base'::regclass, 'knowledge_sections'::regclass, 'search_vectors'::regclass)
+          AND attname IN ('embedding', 'embedding_half') AND NOT attisdropped
     """)).all())
     assert types == {"knowledge_base.embedding": "vector(1536)", "knowledge_base.embedding_half": "halfvec",
-                     "knowledge_sections.embedding": "vector", "knowledge_sections.embedding_half": "halfvec"}
+                     "knowledge_sections.embedding": "vector", "search_vectors.embedding_half": "halfvec"}
 
 
 def test_embedding_column_is_vector_1536(session):
@@ -140,7 +140,7 @@ def test_upgrading_past_0015_narrows_padded_vectors_to_the_models_width(cli_env,
     with db_engine.connect() as conn:
         widths = conn.execute(sa.text("""
             SELECT (SELECT array_agg(DISTINCT vector_dims(embedding)) FROM knowledge_sections),
-                   (SELECT array_agg(DISTINCT vector_dims(embedding_half)) FROM knowledge_sections),
+                   (SELECT array_agg(DISTINCT vector_dims(embedding_half)) FROM search_vectors),
                    (SELECT array_agg(DISTINCT vector_dims(embedding_half)) FROM knowledge_base),
                    (SELECT array_agg(DISTINCT vector_dims(embedding)) FROM knowledge_base)
         """)).one()

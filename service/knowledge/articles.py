@@ -190,10 +190,11 @@ FROM knowledge_sections
 """)
 
 # The approximate mode's graph index on the sections' half-precision vectors, if one was built
-# (`supportrag db hnsw`); exact search reads no index.
+# (`supportrag db hnsw`, on search_vectors); exact search reads no index.
 INDEX_SQL = sa.text("""
 SELECT indexname, indexdef FROM pg_indexes
-WHERE tablename = 'knowledge_sections' AND indexdef LIKE '%USING hnsw%' AND schemaname = current_schema()
+WHERE tablename = 'search_vectors' AND indexdef LIKE '%USING hnsw%' AND indexdef LIKE '%section_id IS NOT NULL%'
+  AND schemaname = current_schema()
 ORDER BY indexname LIMIT 1
 """)
 

@@ -1,10 +1,10 @@
 """The opt-in approximate mode: HNSW on the half-precision vectors finds candidates, the exact formula ranks them.
 
-For corpora past what a scan serves. ``supportrag db hnsw`` builds one HNSW index per table on
-``embedding_half`` at the active model's width (partial: that model's rows only, as a model's vectors all share
-one width). A search then reads the ``candidates`` nearest sections and cards by cosine with
-``hnsw.iterative_scan`` (so the filter on the model never starves the LIMIT), and ranks their articles by the
-exact formula in full precision. An article far down the cosine order that recency × importance would lift into
+For corpora past what a scan serves. ``supportrag db hnsw`` builds two HNSW indexes on ``search_vectors``
+(migration 0016), sections' and cards', on ``embedding_half`` at the active model's width (partial: that model's
+rows only, as a model's vectors all share one width). A search then reads the ``candidates`` nearest sections
+and cards by cosine with ``hnsw.iterative_scan`` (so the filter on the model never starves the LIMIT), and ranks
+their articles by the exact formula in full precision. An article far down the cosine order that recency × importance would lift into
 the top-k is missed: results say ``"exact": false``, and ``bench/search.py --approximate`` measures recall@10
 against the exact scan. The default stays exact.
 """
@@ -21,15 +21,12 @@ from sqlalchemy.orm import Session
 
 from service.db.engine import READ_REPLICA
 
-TABLES = {"knowledge_sections": "article_id", "knowledge_base": "id"}
+# Each index's rows: a section's vector, or an article's own (its card).
+UNITS = {"sections": "section_id IS NOT NULL", "cards": "section_id IS NULL"}
 ITERATIVE_SCAN = "relaxed_order"
 
-MODEL_WIDTH_SQL = sa.text("""
-SELECT vector_dims(embedding_half) FROM knowledge_sections WHERE embedding_model = :model AND embedding_half IS NOT NULL
-UNION ALL
-SELECT vector_dims(embedding_half) FROM knowledge_base WHERE embedding_model = :model AND embedding_half IS NOT NULL
-LIMIT 1
-""")
+MODEL_WIDTH_SQL = sa.text(
+    "SELECT vector_dims(embedding_half) FROM search_vectors WHERE embedding_model = :model LIMIT 1")
 
 SETTINGS_SQL = sa.text("""
 SELECT set_config('hnsw.iterative_scan', :iterative_scan, true), set_config('hnsw.ef_search', :ef_search, true)
@@ -45,8 +42,8 @@ class ApproximateIndex:
     names: list[str]
 
 
-def index_name(table: str) -> str:
-    return f"{table}_half_hnsw"
+def index_name(units: str) -> str:
+    return f"search_vectors_{units}_hnsw"
 
 
 def build_approximate_index(session: Session, model: str, *, m: int = 16,
@@ -56,23 +53,23 @@ def build_approximate_index(session: Session, model: str, *, m: int = 16,
     if width is None:
         return None
     raw = session.connection().connection.driver_connection
-    for table in TABLES:
-        raw.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index_name(table))))
+    for units, where in UNITS.items():
+        raw.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index_name(units))))
         raw.execute(sql.SQL(
-            "CREATE INDEX {name} ON {table} USING hnsw ((embedding_half::halfvec({width})) halfvec_cosine_ops) "
-            "WITH (m = {m}, ef_construction = {ef}) WHERE embedding_model = {model}"
-        ).format(name=sql.Identifier(index_name(table)), table=sql.Identifier(table), width=sql.Literal(int(width)),
-                 m=sql.Literal(int(m)), ef=sql.Literal(int(ef_construction)), model=sql.Literal(model)))
-    return ApproximateIndex(model=model, width=int(width), names=[index_name(t) for t in TABLES])
+            "CREATE INDEX {name} ON search_vectors USING hnsw ((embedding_half::halfvec({width})) halfvec_cosine_ops) "
+            "WITH (m = {m}, ef_construction = {ef}) WHERE embedding_model = {model} AND {where}"
+        ).format(name=sql.Identifier(index_name(units)), width=sql.Literal(int(width)), m=sql.Literal(int(m)),
+                 ef=sql.Literal(int(ef_construction)), model=sql.Literal(model), where=sql.SQL(where)))
+    return ApproximateIndex(model=model, width=int(width), names=[index_name(units) for units in UNITS])
 
 
 @lru_cache(maxsize=None)
 def candidates_statement(width: int) -> sa.TextClause:
     """The articles of the ``:candidates`` nearest sections and cards (in the order HNSW yields them)."""
     query = f"CAST(l2_normalize(CAST(:query_vector AS vector)) AS halfvec({int(width)}))"
-    branches = [f"""(SELECT t.{id_column} AS id FROM {table} t WHERE t.embedding_model = :model
-     ORDER BY t.embedding_half::halfvec({int(width)}) <=> {query} LIMIT :candidates)"""
-                for table, id_column in TABLES.items()]
+    branches = [f"""(SELECT v.article_id AS id FROM search_vectors v WHERE v.embedding_model = :model AND v.{where}
+     ORDER BY v.embedding_half::halfvec({int(width)}) <=> {query} LIMIT :candidates)"""
+                for where in UNITS.values()]
     return sa.text("SELECT DISTINCT id FROM (\n" + "\nUNION ALL\n".join(branches) + "\n) near"
                    ).execution_options(**{READ_REPLICA: True})
 

@@ -1,7 +1,7 @@
 """Pure bounds for scanning half-precision vectors and re-scoring in full precision. No I/O.
 
-Every exact statement scans ``embedding_half``: unit vectors at the model's width in IEEE half precision
-(migration 0015), the query rounded the same way. How far can a cosine computed there be from the one
+Every exact statement scans ``embedding_half`` (``search_vectors``, migration 0016): unit vectors at the model's
+width in IEEE half precision, the query rounded the same way. How far can a cosine computed there be from the one
 computed on the full-precision (float32) vectors?
 
 - Rounding a unit vector ``x`` to half precision moves each coordinate by at most ``u·|xᵢ|`` (``u = 2⁻¹¹``,

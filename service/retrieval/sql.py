@@ -31,7 +31,7 @@ from service.retrieval.fragments import ELIGIBLE_WHERE, RECENCY
 from service.retrieval.pool import pool_ctes
 from service.retrieval.precision import rescore_margin, similarity_margin
 from service.retrieval.ranking import RankingWeights, final_score
-from service.retrieval.vector_legs import CANDIDATES, CARD_SIMILARITY, exact_leg, half_leg, vector_rank
+from service.retrieval.vector_legs import CANDIDATES, card_similarity, exact_leg, half_leg, vector_rank
 
 MODES = ("vector", "lexical", "hybrid")
 GRANULARITIES = ("section", "article")
@@ -41,8 +41,8 @@ GRANULARITIES = ("section", "article")
 FUSIONS = ("convex", "rrf", "minmax", "zscore")
 NORMALISED = ("minmax", "zscore")
 
-def _eligible(*, precision: str | None, lexical_only: bool, candidates: bool = False) -> str:
-    card = CARD_SIMILARITY[precision] if precision else "NULL::double precision"
+def _eligible(*, precision: str | None, granularity: str, lexical_only: bool, candidates: bool = False) -> str:
+    card = card_similarity(precision, granularity) if precision else "NULL::double precision"
     matches = "\n      AND kb.search_vector @@ CAST(:tsquery AS tsquery)" if lexical_only else ""
     if candidates:  # the approximate mode's candidates (service.retrieval.approximate), ranked exactly
         matches += "\n      AND kb.id = ANY(CAST(:candidate_ids AS bigint[]))"
@@ -173,7 +173,8 @@ def build_statement(mode: str, *, fusion: str = "convex", granularity: str = "se
     lexical = mode != "vector"
     pooled = mode == "hybrid" and fusion in NORMALISED and with_vector
     # The pool reads the vector leg's spread off the half-precision scan in both precisions: same numbers.
-    ctes = [_eligible(precision="half" if pooled else precision, lexical_only=mode == "lexical",
+    ctes = [_eligible(precision="half" if pooled else precision, granularity=granularity,
+                      lexical_only=mode == "lexical",
                       candidates=candidates)]
     if precision:
         ctes += _vector_ctes(mode, fusion, granularity, precision)

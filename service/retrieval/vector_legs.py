@@ -1,11 +1,19 @@
 """The vector parts of the search statements: cosines at the model's width, half precision then full.
 
-``precision="half"`` (vector mode and convex hybrid): the scan reads every eligible article's card and sections
-in half precision (``embedding_half``, migration 0015) into ``half_leg``; ``candidates`` keeps the articles
-whose half-precision score is within ``:margin`` of the k-th best (service.retrieval.precision proves the
-full-precision top-k is among them); ``vector_leg`` re-scores just those in full precision. The statement's
-other parts (fusion, the final top-k) then read ``vector_leg`` as they would the full scan's, so the result is
-the full-precision scan's, ties by id included.
+``precision="half"`` (vector mode and convex hybrid): one scan of ``search_vectors`` (migration 0016: every card
+and section vector of the model, unit length, half precision, and nothing else: ~0.9 KB a row) gives each article
+its best half-precision similarity (``half_units``), joined to ``eligible`` into ``half_leg``; ``candidates``
+keeps the articles whose half-precision score is within ``:margin`` of the k-th best
+(service.retrieval.precision proves the full-precision top-k is among them); ``vector_leg`` re-scores just those
+in full precision, from the base tables. The statement's other parts (fusion, the final top-k) then read
+``vector_leg`` as they would the full scan's, so the result is the full-precision scan's, ties by id included.
+
+The scan filters by model only, not by eligibility (a card of another model, a pending card, ``:source_prefix``):
+eligibility is the join *after* the aggregate. That is exact: ``half_leg`` has one row per eligible article and
+no other, so an ineligible article's vectors, however close, never reach ``half_fused``, the k-th best score the
+margin is measured from, ``candidates`` or the final top-k; and an eligible article's best over the model's
+vectors is the best over its own (``search_vectors`` holds exactly the base tables' vectors: triggers,
+tests/test_search_vectors.py).
 
 ``precision="full"``: ``vector_leg`` over every eligible article in full precision (RRF needs every article's
 exact vector rank; tests use it as the reference).
@@ -21,28 +29,46 @@ HALF_QUERY = f"CAST(l2_normalize({QUERY}) AS halfvec)"
 # An article's own vector is stored padded to 1536 (knowledge_base.embedding, the mission's column).
 CARD_FULL = f"subvector(kb.embedding, 1, vector_dims({QUERY}))"
 
-CARD_SIMILARITY = {
-    "half": f"1.0 - (kb.embedding_half <=> {HALF_QUERY})",
-    "full": f"1.0 - ({CARD_FULL} <=> {QUERY})",
-}
+def card_similarity(precision: str, granularity: str) -> str:
+    """``eligible.card_similarity``: the card's own cosine where a leg reads it from there. In half precision by
+    section the scan of ``search_vectors`` covers the card too, so ``eligible`` computes nothing."""
+    if precision == "full":
+        return f"1.0 - ({CARD_FULL} <=> {QUERY})"
+    if granularity == "article":
+        return f"1.0 - (kb.embedding_half <=> {HALF_QUERY})"
+    return "NULL::double precision"
+
 
 _NO_SECTION = "NULL::bigint AS section_id, NULL::double precision AS section_similarity"
 
 
+# Every eligible article's half-precision similarity, sorted (ties by id): ``vector_rank`` counts the articles
+# above a similarity by binary search (``width_bucket``) instead of a scan per returned row.
+HALF_SORTED = """half_sorted AS MATERIALIZED (
+    SELECT array_agg(similarity ORDER BY similarity, id) AS similarities, array_agg(id ORDER BY similarity, id) AS ids
+    FROM half_leg
+)"""
+
+
 def half_leg(granularity: str) -> str:
-    """Every eligible article's half-precision similarity: the best of its card's and its sections'."""
+    """Every eligible article's half-precision similarity: the best of its card's and its sections' (one scan of
+    ``search_vectors``, cards and sections alike), then the same sorted for ``vector_rank``."""
     if granularity == "article":
-        return f"half_leg AS (\n    SELECT id, card_similarity AS similarity, {_NO_SECTION} FROM eligible\n)"
-    return f"""half_sections AS (
-    SELECT s.article_id, min(s.embedding_half <=> {HALF_QUERY}) AS distance
-    FROM knowledge_sections s JOIN eligible e ON e.id = s.article_id
-    WHERE s.embedding_half IS NOT NULL AND s.embedding_model = :model
-    GROUP BY s.article_id
+        return f"""half_leg AS (
+    SELECT id, card_similarity AS similarity, {_NO_SECTION} FROM eligible
+),
+{HALF_SORTED}"""
+    return f"""half_units AS (
+    SELECT v.article_id, min(v.embedding_half <=> {HALF_QUERY}) AS distance
+    FROM search_vectors v
+    WHERE v.embedding_model = :model
+    GROUP BY v.article_id
 ),
 half_leg AS (
-    SELECT e.id, GREATEST(e.card_similarity, coalesce(1.0 - b.distance, -1.0)) AS similarity, {_NO_SECTION}
-    FROM eligible e LEFT JOIN half_sections b ON b.article_id = e.id
-)"""
+    SELECT e.id, coalesce(1.0 - u.distance, -1.0) AS similarity, {_NO_SECTION}
+    FROM eligible e LEFT JOIN half_units u ON u.article_id = e.id
+),
+{HALF_SORTED}"""
 
 
 # The articles whose half-precision score reaches the k-th best less the margin (all of them below k rows).
@@ -116,13 +142,16 @@ def _exact_similarity(granularity: str) -> str:
 def vector_rank(granularity: str, precision: str) -> str:
     """Row ``top``'s rank by full-precision similarity alone among every eligible article (ties by id).
 
-    In half precision: the articles whose half similarity is above ``top``'s by more than the error bound are
-    above it; those within the bound are re-scored in full precision one by one (a handful)."""
+    In half precision (``half_sorted``, ascending): the articles whose half similarity is above ``top``'s by more
+    than the error bound are above it, counted by binary search; those within the bound (a slice of the sorted
+    ids) are re-scored in full precision one by one (a handful); those below it by more are below."""
     if precision == "full":
         return """(SELECT count(*) + 1 FROM vector_leg o
             WHERE o.similarity > top.similarity OR (o.similarity = top.similarity AND o.id < top.id))"""
-    return f"""((SELECT count(*) + 1 FROM half_leg o WHERE o.similarity > top.similarity + :similarity_margin)
-        + (SELECT count(*) FROM half_leg o CROSS JOIN LATERAL (SELECT {_exact_similarity(granularity)} AS value) x
-           WHERE o.similarity BETWEEN top.similarity - :similarity_margin AND top.similarity + :similarity_margin
-             AND o.id <> top.id
-             AND (x.value > top.similarity OR (x.value = top.similarity AND o.id < top.id))))"""
+    above = "width_bucket(top.similarity + :similarity_margin, h.similarities)"
+    below = "width_bucket(top.similarity - :similarity_margin, h.similarities)"
+    return f"""(SELECT 1 + cardinality(h.ids) - {above}
+        + (SELECT count(*) FROM unnest(h.ids[{below} + 1:{above}]) AS o(id)
+           CROSS JOIN LATERAL (SELECT {_exact_similarity(granularity)} AS value OFFSET 0) x  -- once per row
+           WHERE o.id <> top.id AND (x.value > top.similarity OR (x.value = top.similarity AND o.id < top.id)))
+        FROM half_sorted h)"""

@@ -27,10 +27,10 @@ IMPORTANCE_DECIMALS = 3  # the application stores importance rounded to this man
 IMPORTANCE_NOT_TINY_CHECK = "importance = 0 OR importance >= 1e-100"
 
 
-def half_column(computed: str | None = None) -> Mapped[Any | None]:
-    """The vector every exact statement scans: unit length, the model's width, half precision (migration 0015)."""
-    args = (sa.Computed(computed, persisted=True),) if computed else ()
-    return mapped_column(HALFVEC(), *args, nullable=True, deferred=True)
+def half_column() -> Mapped[Any | None]:
+    """The card's vector at the model's width, unit length, half precision (migration 0015); triggers copy it
+    into search_vectors, which every exact statement scans."""
+    return mapped_column(HALFVEC(), nullable=True, deferred=True)
 
 
 class Article(Base):
@@ -116,7 +116,6 @@ class ArticleSection(Base):
     # Full precision at the model's own width (384 for MiniLM), no padding; read only to re-score.
     embedding: Mapped[Any | None] = mapped_column(BinaryVector(), nullable=True, deferred=True)
     embedding_model: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
-    embedding_half: Mapped[Any | None] = half_column("l2_normalize(embedding)::halfvec")
     search_vector: Mapped[Any | None] = section_search_vector_column()  # BM25 (migration 0014)
     bm25_length: Mapped[int | None] = unit_length_column(SECTION_SEARCH_VECTOR)
 
@@ -125,6 +124,7 @@ class ArticleSection(Base):
         sa.CheckConstraint("char_start >= 0 AND char_end >= char_start", name="knowledge_sections_span"),
         sa.CheckConstraint(sa.column("kind").in_(SECTION_KINDS), name="knowledge_sections_kind"),
     )
+    # Its half-precision copy lives in search_vectors (migration 0016), kept there by triggers.
 
 
 class SynonymGroup(Base):
