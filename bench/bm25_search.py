@@ -26,7 +26,9 @@ from pathlib import Path
 import numpy as np
 import sqlalchemy as sa
 from benchlib import report
-from section_search import CLUSTERS, DIMENSIONS, MODEL, clustered
+from pgvector import HalfVector
+from search import DIMENSIONS, MODEL, clustered, pad
+from section_search import CLUSTERS
 from sqlalchemy.orm import Session
 
 from service.config import Settings
@@ -68,12 +70,13 @@ def load(conn, rng: np.random.Generator, articles: int, per_article: int, centre
         count = min(CHUNK, articles - start)
         bodies = [[words(rng, int(rng.integers(40, 120))) for _ in range(per_article)] for _ in range(count)]
         cards, sections = clustered(rng, centres, count), clustered(rng, centres, count * per_article)
-        with conn.cursor().copy("COPY knowledge_base (id, title, content, embedding, embedding_model, importance, "
-                                "created_at) FROM STDIN WITH (FORMAT BINARY)") as copy:
-            copy.set_types(["int8", "text", "text", "vector", "text", "float8", "timestamptz"])
+        with conn.cursor().copy("COPY knowledge_base (id, title, content, embedding, embedding_half, embedding_model, "
+                                "importance, created_at) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "text", "text", "vector", "halfvec", "text", "float8", "timestamptz"])
             for i in range(count):
-                copy.write_row((start + i + 1, words(rng, 6), "\n\n".join(bodies[i]), cards[i], MODEL,
-                                float(rng.uniform(0, 2)), now - timedelta(days=float(rng.uniform(0, 730)))))
+                copy.write_row((start + i + 1, words(rng, 6), "\n\n".join(bodies[i]), pad(cards[i]),
+                                HalfVector(cards[i]), MODEL, float(rng.uniform(0, 2)),
+                                now - timedelta(days=float(rng.uniform(0, 730)))))
         with conn.cursor().copy(f"COPY knowledge_sections ({columns}) FROM STDIN WITH (FORMAT BINARY)") as copy:
             copy.set_types(["int8", "int4", "text[]", "text", "int4", "int4", "text", "vector", "text"])
             for i in range(count):

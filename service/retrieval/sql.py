@@ -27,6 +27,7 @@ from service.config import RetrievalSettings  # built from the settings with the
 from service.db.engine import READ_REPLICA
 from service.retrieval.approximate import approximate_candidates
 from service.retrieval.bm25 import LEXICAL_LEG
+from service.retrieval.bm25_prune import formula_leg
 from service.retrieval.fragments import ELIGIBLE_WHERE, RECENCY
 from service.retrieval.fusion import normalised_fusion
 from service.retrieval.precision import rescore_margin, similarity_margin
@@ -58,6 +59,23 @@ _LEXICAL_RANKED = """lexical_ranked AS (
     FROM lexical
 )"""
 _LEXICAL_LEG = f"{LEXICAL_LEG},\n{_LEXICAL_RANKED}"
+
+
+def _lexical_ctes(*, with_vector: bool, granularity: str) -> list[str]:
+    """The lexical mode: BM25 pruned to the articles that can reach the top-k by the formula
+    (service.retrieval.bm25_prune); ``eligible`` is that top-k, and the query vector (if any) only reports
+    their cosine and best section, in full precision (it does not rank here, so it has no rank)."""
+    card = CARD_SIMILARITY["full"] if with_vector else "NULL::double precision"
+    score = f"l.lexical_norm * :similarity_weight + {RECENCY} * :recency_weight * kb.importance"
+    eligible = f"""eligible AS MATERIALIZED (
+    SELECT kb.id, kb.importance, kb.created_at, {RECENCY} AS recency, {card} AS card_similarity
+    FROM lexical_ranked l JOIN knowledge_base kb ON kb.id = l.id
+    ORDER BY {score} DESC, kb.id
+    LIMIT :limit
+)"""
+    vector = exact_leg(granularity, rows="eligible", precision="full") if with_vector else _NO_VECTOR_LEG
+    return [formula_leg(), _LEXICAL_RANKED, eligible, vector, _fused("lexical", "convex")]
+
 
 _NO_VECTOR_LEG = """vector_leg AS (
     SELECT id, NULL::double precision AS similarity, NULL::bigint AS section_id,
@@ -171,7 +189,9 @@ def build_statement(mode: str, *, fusion: str = "convex", granularity: str = "se
     precision = (precision or statement_precision(mode, fusion, with_vector)) if with_vector else None
     lexical = mode != "vector"
     ctes = [_eligible(precision=precision, lexical_only=mode == "lexical", candidates=candidates)]
-    if precision:
+    if mode == "lexical":
+        ctes, precision = _lexical_ctes(with_vector=with_vector, granularity=granularity), None
+    elif precision:
         ctes += _vector_ctes(mode, fusion, granularity, precision)
     else:
         ctes += [_NO_VECTOR_LEG, _LEXICAL_LEG, _fused(mode, fusion)]
