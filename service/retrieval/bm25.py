@@ -17,8 +17,8 @@ are all in its article's card, so no section can match without its article match
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
