@@ -139,3 +139,10 @@ def test_an_article_the_boost_lifts_is_found_though_its_terms_alone_could_not_re
                          retrieval=RetrievalSettings(mode="lexical"))
     [best] = outcome.results  # 0.8 × 3.7/5.7 + 0.2 × 2 = 0.93 against the rare article's 0.8
     assert best.id == lifted[0] != rare and best.explain.lexical_rank == 2
+
+
+@pytest.mark.parametrize("with_vector", [True, False])
+def test_the_lexical_statement_prunes_and_reads_no_vector_but_the_top_ks(with_vector):
+    text = retrieval_sql.build_statement("lexical", with_vector=with_vector).text
+    assert "lexical_second_articles" in text and "lexical_seed_articles" in text
+    assert "half_leg" not in text and "embedding_half" not in text  # no scan of every match's vectors

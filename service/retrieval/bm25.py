@@ -12,7 +12,8 @@ than unnesting every lexeme of every candidate.
     article   = the best of its card and its sections
 
 Candidates are the articles whose card matches any query term, through the card's GIN index: a section's words
-are all in its article's card, so no section can match without its article matching.
+are all in its article's card, so no section can match without its article matching. ``lexical_leg`` scores them
+all (the hybrid statements); service.retrieval.bm25_prune scores only those that can reach the top-k.
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def score_articles(name: str, articles: str) -> str:
     CROSS JOIN LATERAL (SELECT coalesce(array_length(x.positions, 1), 1)::double precision AS tf) AS f
     GROUP BY u.article_id, u.section_id
 ),
-{name} AS MATERIALIZED (
+{name} AS (
     SELECT DISTINCT ON (article_id) article_id AS id, score AS lexical_score, section_id AS lexical_section_id
     FROM {name}_unit_scores
     WHERE score > 0

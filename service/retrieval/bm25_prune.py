@@ -9,9 +9,10 @@ below the k-th best, so it cannot be in the top-k even on a tie broken by id. Th
 whose card matches any essential term, through the card's GIN index (an InitPlan builds that tsquery, so the
 index condition is known only at run time); ``m = 1e-9·Σ c(t)`` absorbs the float rounding of the sums.
 
-**θ.** The *seed*: up to ``k + SEED_EXTRA`` eligible articles whose card has the query's rarest term (the
-largest ceiling, so always essential), scored exactly; the k-th best of any k articles' exact scores is ≤ the
-k-th best of all. With fewer than k seeds θ is 0 and every matching article is scored (there are few).
+**θ.** The *seed*: up to ``k + SEED_EXTRA`` eligible articles for each of the query's rarest terms (the largest
+ceilings; the next rarest joins only while the rarer ones are too few), scored exactly: the k-th best of any
+articles' exact scores is ≤ the k-th best of all. With fewer than k seeds (the SEED_TERMS rarest terms are in
+fewer than k articles together) θ is 0 and every match is scored, as without pruning.
 
 One statement, so every step reads the same snapshot; the ``lexical`` mode's formula (``formula_leg``) adds a
 second pass whose threshold is in BM25 units (proof there).
@@ -119,7 +120,10 @@ def formula_leg() -> str:
     out even on a tie. The second pass scores the articles whose card has an essential term for θ (less the
     margin, widened by B/w_s for the rounding of the formula's terms), unless θ is no lower than the first
     pass's bound (then they all were). Fewer than k scored: every match was (see the module). ``w_s ≤ 0``:
-    BM25 does not rank, every match is scored."""
+    BM25 does not rank, every match is scored.
+
+    A rank by BM25 over ``lexical`` is exact for the top-k's rows: each scores at least the bound it was found
+    with, and every article that scores at least that is in ``lexical``."""
     first_pass = top_k_leg(":limit")
     threshold = f"""CASE WHEN f.kth IS NULL THEN NULL
                 WHEN :similarity_weight <= 0 THEN '-infinity'::double precision

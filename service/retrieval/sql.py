@@ -6,8 +6,10 @@ One statement per retrieval mode, assembled from named CTE fragments by ``build_
 - ``vector_leg``: an article's similarity is the best of its own vector's and its sections' cosine
   (``granularity="article"``: its own vector only), and which section that was. By default the scan reads
   the half-precision vectors and re-scores the candidates in full precision (service.retrieval.vector_legs);
-- ``lexical_ranked``: exact BM25 of every full-text match (service.retrieval.bm25), all of them (no LIMIT:
-  a match that recency × importance lifts is never dropped; the caller's statement_timeout bounds it);
+- ``lexical_ranked``: exact BM25 (service.retrieval.bm25). Hybrid: of every full-text match (no LIMIT; the
+  caller's statement_timeout bounds it). Lexical mode: of every match that can reach the top-k by the formula,
+  recency × importance included (service.retrieval.bm25_prune proves which), so ``eligible`` is then just the
+  top-k, and a query vector only reports their cosine and best section (no vector rank: it does not rank);
 - ``fused``: the relevance that enters ``score = relevance×w_s + recency×w_r×importance``;
 - the final SELECT orders every eligible row by score (ties by id), then reads titles and the matched
   section for the top-k only: wide columns are never sorted.
