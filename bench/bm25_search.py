@@ -10,8 +10,9 @@ bench/section_search.py. Queries are 2–6 words drawn from the same law. Times,
 - ``lexical_pruned``: the service's lexical-mode statement (with a query vector, as the service runs it);
 - ``lexical_unpruned``: the lexical-mode statement before pruning (every match scored; rebuilt below from the same
   fragments); both must return the same top-10 (``lexical_same_top_k`` counts the queries where they do);
-- ``hybrid``: the service's default hybrid statement (z-score fusion, weight 0.9: every article's BM25, unpruned);
-- ``pool``: the hybrid fusion's pruned pool alone (``lexical_top_leg``, the exact BM25 top 100).
+- ``hybrid``: the service's default hybrid statement (its fusion, weight and pool from the settings; its lexical
+  leg still scores every match);
+- ``pool``: the pruned BM25 pool alone (``lexical_top_leg``: the exact BM25 top ``HYBRID_POOL``).
 Prints one JSON line (with the load average before the timings); appends it to bench/results/bm25_search.jsonl.
 """
 
@@ -43,8 +44,10 @@ from service.retrieval.ranking import RankingWeights
 from service.retrieval.vector_legs import vector_rank
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bm25_search.jsonl"
-VOCABULARY, ZIPF, CHUNK, POOL = 50_000, 1.1, 5_000, 100
-HYBRID = RetrievalSettings(mode="hybrid", fusion="zscore", vector_weight=0.9)  # the deployed default
+VOCABULARY, ZIPF, CHUNK = 50_000, 1.1, 5_000
+DEFAULTS = Settings.from_env()
+HYBRID = RetrievalSettings(mode="hybrid", fusion=DEFAULTS.fusion_method, vector_weight=DEFAULTS.hybrid_vector_weight,
+                           pool=DEFAULTS.hybrid_pool)  # the deployed default
 
 
 def words(rng: np.random.Generator, count: int) -> str:
@@ -107,7 +110,7 @@ def run_search(session: Session, statement: sa.TextClause, query_vector: np.ndar
     """The query side and one statement; the ids it returns."""
     query = build_bm25_query(session, text, [])
     params = {"query_vector": query_vector, "tsquery": query.any_term, "and_tsquery": query.all_terms,
-              "lexemes": query.terms, "terms": query.terms, "model": MODEL, "limit": 10, "pool": POOL,
+              "lexemes": query.terms, "terms": query.terms, "model": MODEL, "limit": 10,
               "now": datetime.now(UTC), "window_days": 365.0, "similarity_weight": 0.8,
               "recency_weight": 0.2, "vector_weight": HYBRID.vector_weight, "rrf_k": 60.0, "source_prefix": None,
               "candidate_ids": None, "bm25_k1": 1.2, "bm25_b": 0.75,

@@ -28,7 +28,8 @@ sys.path.insert(0, str(HERE))
 from embedding_cache import DiskCachedEmbedder  # noqa: E402  (a sibling script, not a package)
 
 SETS = ("stackfaq_dev", "stackfaq_long_dev", "scifact_dev")
-RULES = {"convex": (0.95, 0.9, 0.7), "minmax": (0.3, 0.5, 0.7, 0.8, 0.85, 0.9), "zscore": (0.3, 0.5, 0.7, 0.8, 0.85, 0.9),
+RULES = {"convex": (0.95, 0.9, 0.7), "minmax": (0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.93),
+         "zscore": (0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95),
          "rrf": (0.5, 0.7)}
 
 
@@ -48,13 +49,18 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=list(SETS))
     parser.add_argument("--only", nargs="+", help="variant names to score (default: all)")
     parser.add_argument("--json", type=Path, help="write {set: {variant: metrics}} here (merged with its content)")
+    parser.add_argument("--pool", type=int, help="HYBRID_POOL for the z-score / min-max variants (default 100); "
+                        "variant names get a ' pool=N' suffix")
     args = parser.parse_args()
     runtime = Runtime.start(Settings.from_env(), seed=False)
     cached = DiskCachedEmbedder(runtime.embedder)
     sweep_runtime = Runtime(runtime.settings, runtime.engine, cached)
     named = variants(RULES)
+    if args.pool:
+        named = {f"{name} pool={args.pool}": replace(setting, pool=args.pool) for name, setting in named.items()}
     if args.only:
-        named = {name: named[name] for name in args.only}
+        suffix = f" pool={args.pool}" if args.pool else ""
+        named = {name + suffix: named[name + suffix] for name in args.only}
     results = json.loads(args.json.read_text()) if args.json and args.json.exists() else {}
     for name in args.sets:
         directory = args.shared / "eval" / name

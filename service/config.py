@@ -46,6 +46,13 @@ class RetrievalSettings:
     approximate: bool = False
     approximate_candidates: int = 400
     ef_search: int = 100
+    # z-score / min-max hybrid fuses each leg's best ``pool`` articles (service.retrieval.pool).
+    pool: int = 100
+
+
+# The largest page (service.validation.SEARCH_LIMIT_MAX): a pool at least that big never grows with the page, so
+# a page of 50 ranks the same pool, with the same relevances, as a page of 3.
+HYBRID_POOL_MIN = 50
 
 
 def _default_data_dir() -> Path:
@@ -133,7 +140,8 @@ class Settings:
     # The default holds both FAQ dev sets and lifts long abstracts above either leg (README "Retrieval modes").
     retrieval_mode: str = "hybrid"
     fusion_method: str = "zscore"
-    hybrid_vector_weight: float = 0.9
+    hybrid_vector_weight: float = 0.93
+    hybrid_pool: int = 100  # z-score / min-max fuse each leg's best HYBRID_POOL articles
     bm25_k1: float = 1.2  # the lexical leg's BM25 (README "Retrieval")
     bm25_b: float = 0.75
     retrieval_granularity: str = "section"
@@ -220,7 +228,8 @@ class Settings:
             secure_cookies=(env.get("SUPPORTRAG_SECURE_COOKIES", "0") not in ("0", "false", "no", "")),
             retrieval_mode=env.get("RETRIEVAL_MODE") or "hybrid",
             fusion_method=env.get("FUSION_METHOD") or "zscore",
-            hybrid_vector_weight=_float(env, "HYBRID_VECTOR_WEIGHT", 0.9),
+            hybrid_vector_weight=_float(env, "HYBRID_VECTOR_WEIGHT", 0.93),
+            hybrid_pool=_int(env, "HYBRID_POOL", 100),
             bm25_k1=_float(env, "BM25_K1", 1.2),
             bm25_b=_float(env, "BM25_B", 0.75),
             retrieval_granularity=env.get("RETRIEVAL_GRANULARITY") or "section",
@@ -294,6 +303,8 @@ class Settings:
             raise ConfigError("BM25_K1 must not be negative and BM25_B must be between 0 and 1")
         if not 0.0 <= self.hybrid_vector_weight <= 1.0:
             raise ConfigError("HYBRID_VECTOR_WEIGHT must be between 0 and 1")
+        if not HYBRID_POOL_MIN <= self.hybrid_pool <= 10_000:
+            raise ConfigError(f"HYBRID_POOL must be between {HYBRID_POOL_MIN} and 10000")
         if self.retrieval_granularity not in ("section", "article"):
             raise ConfigError(f"RETRIEVAL_GRANULARITY must be section or article, got {self.retrieval_granularity!r}")
         if self.search_statement_timeout_ms < 1:

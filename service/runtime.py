@@ -134,7 +134,7 @@ class Runtime:
                                  statement_timeout_ms=s.search_statement_timeout_ms,
                                  approximate=s.search_approximate,
                                  approximate_candidates=s.search_approximate_candidates,
-                                 ef_search=s.search_ef_search)
+                                 ef_search=s.search_ef_search, pool=s.hybrid_pool)
 
     @contextmanager
     def session(self) -> Iterator[Session]:

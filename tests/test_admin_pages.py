@@ -236,6 +236,19 @@ def test_preview_matches_search_and_gives_the_breakdown_of_an_article_outside_th
     assert outside["score"] == pytest.approx(next(r["score"] for r in wide if r["id"] == website["id"]), abs=1e-6)
 
 
+def test_in_hybrid_mode_the_breakdown_outside_the_top_is_the_articles_place_in_a_longer_page(client, seeded):
+    articles = {a["title"]: a for a in client.get("/api/articles").get_json()["articles"]}
+    website = articles["Website not loading"]
+    data = preview(client, query="I forgot my password", limit=2, article_id=website["id"])
+    assert data["mode"] == "hybrid" and website["id"] not in [r["id"] for r in data["results"]]
+    wide = client.post("/api/search", json={"query": "I forgot my password", "limit": 5}).get_json()["results"]
+    outside = data["article"]
+    assert outside["rank"] == 1 + [r["id"] for r in wide].index(website["id"]) > 2
+    same = next(r for r in wide if r["id"] == website["id"])
+    assert (outside["relevance"], outside["score"]) == (pytest.approx(same["relevance"]), pytest.approx(same["score"]))
+    assert outside["note"] == "outside the top results"
+
+
 def test_preview_what_if_formula_predicts_the_score_after_saving(client, seeded):
     target = next(a for a in client.get("/api/articles").get_json()["articles"] if a["title"] == "Track your order")
     before = preview(client, query="I forgot my password", limit=5, article_id=target["id"])["article"]

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from service.config import HYBRID_POOL_MIN, ConfigError, Settings
 from service.knowledge.articles import add_article, delete_article, update_article
 from service.retrieval.bm25 import (
     MAX_QUERY_TERMS,
@@ -26,6 +27,7 @@ from service.retrieval.lexical import load_synonym_groups
 from service.retrieval.ranking import RankingWeights
 from service.retrieval.search import RetrievalSettings, run_search
 from service.retrieval.sql import rank_articles
+from service.validation import SEARCH_LIMIT_MAX
 
 from .helpers import FailingEmbedder
 
@@ -236,21 +238,16 @@ def test_a_word_no_article_has_means_not_every_word_matched(session):
     assert lexical_search(session, "zinc cobalt", limit=1).lexical_match == "and"
 
 
-def normalised(values: list[float], fusion: str) -> list[float]:
-    """The reference for service.retrieval.fusion: min-max or z-score over every eligible article."""
-    if fusion == "minmax":
-        low, high = min(values), max(values)
-        return [(v - low) / (high - low) if high > low else 0.0 for v in values]
-    mean = sum(values) / len(values)
-    spread = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-    return [(v - mean) / spread if spread else 0.0 for v in values]
+def pool_of(scores: dict[int, float], size: int) -> list[int]:
+    """The ``size`` best ids by score, ties by id (positive scores only: BM25 0 is no match)."""
+    return sorted((i for i in scores if scores[i] > 0 or size < 0), key=lambda i: (-scores[i], i))[:abs(size)]
 
 
-@pytest.mark.parametrize("fusion, weight", [("minmax", 0.5), ("minmax", 0.8), ("zscore", 0.5), ("zscore", 0.8)])
-def test_normalised_fusion_matches_its_definition_over_every_eligible_article(session, fusion, weight):
+@pytest.mark.parametrize("fusion, weight", [("minmax", 0.5), ("minmax", 0.8), ("zscore", 0.5), ("zscore", 0.9)])
+def test_normalised_fusion_fuses_each_legs_pool_scaled_by_its_spread_over_the_whole_base(session, fusion, weight):
     session.execute(sa.text("DELETE FROM knowledge_base"))
     rng = np.random.default_rng(7)
-    for number in range(8):
+    for number in range(12):
         vector = np.zeros(1536, dtype=np.float32)
         vector[:4] = rng.standard_normal(4)
         session.execute(sa.text("""
@@ -262,14 +259,41 @@ def test_normalised_fusion_matches_its_definition_over_every_eligible_article(se
     query = build_bm25_query(session, "zinc cobalt", [])
     query_vector = np.zeros(1536, dtype=np.float32)
     query_vector[0] = 1.0
-    rows = rank_articles(session, query_vector, model=MODEL, limit=8, weights=RankingWeights(),
-                         retrieval=RetrievalSettings(mode="hybrid", fusion=fusion, vector_weight=weight),
-                         now=datetime.now(timezone.utc), tsquery=query.any_term, and_tsquery=query.all_terms,
-                         lexemes=query.terms)
-    assert len(rows) == 8 and any(r.lexical_score for r in rows) and not all(r.lexical_score for r in rows)
-    vector_leg = normalised([r.similarity for r in rows], fusion)
-    lexical_leg = normalised([r.lexical_score or 0.0 for r in rows], fusion)
-    combined = [weight * v + (1 - weight) * x for v, x in zip(vector_leg, lexical_leg)]
-    expected = combined if fusion == "minmax" else normalised(combined, "minmax")
-    assert [r.relevance for r in rows] == pytest.approx(expected, abs=1e-9)
-    assert [r.relevance for r in rows] == sorted((r.relevance for r in rows), reverse=True)  # recency ties
+    now = datetime.now(timezone.utc)
+    legs = session.execute(sa.text("""
+        SELECT id, 1.0 - (embedding <=> CAST(:q AS vector)) AS full,
+               1.0 - (embedding_half <=> CAST(l2_normalize(CAST(:q AS vector)) AS halfvec)) AS half
+        FROM knowledge_base"""), {"q": query_vector}).all()
+    similarity, half = {r.id: r.full for r in legs}, [r.half for r in legs]
+    by_bm25 = rank_articles(session, query_vector, model=MODEL, limit=12, weights=RankingWeights(recency_weight=0.0),
+                            retrieval=RetrievalSettings(mode="lexical"), now=now, tsquery=query.any_term,
+                            lexemes=query.terms)
+    bm25 = {i: 0.0 for i in similarity} | {r.id: r.lexical_score for r in by_bm25}
+    stats = session.execute(sa.text("SELECT t.df, n.units FROM bm25_terms t CROSS JOIN bm25_totals n"
+                                    " WHERE t.term = ANY(:terms)"), {"terms": query.terms}).all()
+    if fusion == "zscore":
+        vector_spread = float(np.std(half))
+        lexical_spread = math.sqrt(sum(math.log(1 + (n - df + 0.5) / (df + 0.5)) ** 2 * df / n * (1 - df / n)
+                                       for df, n in stats))
+    else:
+        vector_spread, lexical_spread = max(half) - min(half), max(bm25.values())
+    pool = set(pool_of(similarity, -3)) | set(pool_of(bm25, 3))  # GREATEST(pool 2, limit 3)
+    combined = {i: weight * similarity[i] / vector_spread + (1 - weight) * bm25[i] / lexical_spread for i in pool}
+    low, high = min(combined.values()), max(combined.values())
+    expected = sorted(pool, key=lambda i: (-(combined[i] - low) / (high - low), i))[:3]
+
+    rows = rank_articles(session, query_vector, model=MODEL, limit=3, weights=RankingWeights(),
+                         retrieval=RetrievalSettings(mode="hybrid", fusion=fusion, vector_weight=weight, pool=2),
+                         now=now, tsquery=query.any_term, and_tsquery=query.all_terms, lexemes=query.terms)
+    assert len(pool) > 3 and set(pool) != set(similarity)  # the pool is more than the page and less than the base
+    assert [r.id for r in rows] == expected
+    assert [r.relevance for r in rows] == pytest.approx([(combined[i] - low) / (high - low) for i in expected],
+                                                        abs=1e-6)
+
+
+def test_the_pool_is_never_smaller_than_the_largest_page():
+    assert HYBRID_POOL_MIN == SEARCH_LIMIT_MAX  # so a longer page never changes the pool a shorter one ranks
+    assert Settings.from_env({"HYBRID_POOL": "50"}).hybrid_pool == 50
+    for bad in ("49", "0", "many"):
+        with pytest.raises(ConfigError, match="HYBRID_POOL"):
+            Settings.from_env({"HYBRID_POOL": bad})

@@ -123,17 +123,20 @@ def comparable(rows):
 
 
 def rank(session, query, limit, retrieval, precision, tsquery=None):
+    lexemes = tsquery.split(" | ") if tsquery else None
     return rank_articles(session, query, model=MODEL, limit=limit, weights=WEIGHTS, retrieval=retrieval, now=NOW,
-                         precision=precision, tsquery=tsquery, and_tsquery=tsquery)
+                         precision=precision, tsquery=tsquery, and_tsquery=tsquery, lexemes=lexemes)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), articles=st.integers(1, 30), max_sections=st.integers(0, 3),
        limit=st.integers(1, 10), straddle=st.sampled_from([0.3, 1.0, 2.0, 4.0]),
        granularity=st.sampled_from(["section", "article"]),
-       hybrid=st.sampled_from([None, ("refund", 0.95), ("password | shipping", 0.5)]))
+       hybrid=st.sampled_from([None, ("refund", "convex", 0.95), ("password | ship", "convex", 0.5),
+                               ("refund", "zscore", 0.9), ("password | ship", "minmax", 0.5)]),
+       pool=st.sampled_from([1, 3, 100]))
 def test_the_half_precision_scan_returns_exactly_the_full_precision_scans_top_k(
-        session, seed, articles, max_sections, limit, straddle, granularity, hybrid):
+        session, seed, articles, max_sections, limit, straddle, granularity, hybrid, pool):
     savepoint = session.begin_nested()
     try:
         rng = np.random.default_rng(seed)
@@ -142,8 +145,9 @@ def test_the_half_precision_scan_returns_exactly_the_full_precision_scans_top_k(
         retrieval = RetrievalSettings(granularity=granularity)
         tsquery = None
         if hybrid:
-            tsquery, weight = hybrid
-            retrieval = RetrievalSettings(mode="hybrid", vector_weight=weight, granularity=granularity)
+            tsquery, fusion, weight = hybrid
+            retrieval = RetrievalSettings(mode="hybrid", fusion=fusion, vector_weight=weight, granularity=granularity,
+                                          pool=pool)
         half = rank(session, query, limit, retrieval, None, tsquery)
         full = rank(session, query, limit, retrieval, "full", tsquery)
         assert comparable(half) == comparable(full)
@@ -169,8 +173,8 @@ def test_near_ties_inside_the_bound_are_ordered_by_full_precision_not_by_half(se
 
 
 def test_the_default_statement_scans_the_half_precision_column_and_rrf_the_full_one():
-    vector = str(build_statement("vector"))
-    assert "embedding_half <=>" in vector and "candidates" in vector
+    for statement in (build_statement("vector"), build_statement("hybrid", fusion="zscore")):
+        assert "embedding_half <=>" in str(statement) and "candidates" in str(statement)
     rrf = str(build_statement("hybrid", fusion="rrf"))
     assert "embedding_half" not in rrf and "s.embedding <=>" in rrf
     with pytest.raises(ValueError):

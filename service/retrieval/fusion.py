@@ -1,35 +1,54 @@
-"""Score-normalised convex fusion for the hybrid statement (service.retrieval.sql): min-max or z-score.
+"""Score-normalised convex fusion for the hybrid statement (service.retrieval.sql): z-score or min-max.
 
-Each leg is normalised over every eligible article (the exact scan reads them all; an article no query term
-matches has BM25 0), then fused as ``w·vector + (1−w)·lexical``. A z-score sum is unbounded, so it is min-maxed
-back to [0, 1]: relevance keeps the same scale against the recency × importance boost in every fusion.
+Each leg is divided by its spread over the whole knowledge base, then fused as ``w·vector + (1−w)·lexical``:
+
+- ``zscore``: the vector leg's standard deviation over every eligible article (the half-precision scan reads
+  them all anyway); the lexical leg's standard deviation estimated from the term statistics, as if each query
+  term occurred in an article independently with probability ``p = df/N`` and added its idf when it does:
+  ``σ = √(Σ idf²·p·(1−p))``. Scoring every article that matches a common word, only to learn how spread out
+  those scores are, is what made fusion cost a full BM25 of the corpus; the estimate costs one row per term.
+- ``minmax``: the ranges: the vector leg's (best − worst half-precision similarity over every eligible
+  article) and the lexical leg's (its best BM25: some article matches no term and scores 0).
+
+A z-score's mean and a min-max's minimum shift every article alike, so they drop out: ``combined =
+w·similarity/spread_v + (1−w)·bm25/spread_l``. Only the pool is fused (service.retrieval.pool: each leg's top
+``:pool`` articles), and ``combined`` is min-maxed over it to [0, 1], so relevance keeps one scale against the
+recency × importance boost. With spreads taken over the whole base, the pool's size does not change the
+ranking it finds (`bench/fusion_sweep.py`: 20, 100 or every article give the same nDCG on the three dev sets).
 """
 
 from __future__ import annotations
 
-_NORMALISE = {
-    "minmax": "({x} - min({x}) OVER ()) / NULLIF(max({x}) OVER () - min({x}) OVER (), 0)",
-    "zscore": "({x} - avg({x}) OVER ()) / NULLIF(stddev_pop({x}) OVER (), 0)",
+_VECTOR_SPREAD = {
+    "zscore": "stddev_pop(similarity)",
+    "minmax": "max(similarity) - min(similarity)",
+}
+_LEXICAL_SPREAD = {
+    "zscore": """(SELECT sqrt(sum(q.idf * q.idf * t.df::double precision / n.units
+                                  * (1.0 - t.df::double precision / n.units)))
+             FROM bm25_query q JOIN bm25_terms t ON t.term = q.term CROSS JOIN bm25_totals n)""",
+    "minmax": "(SELECT max(lexical_score) FROM pool_lexical)",
 }
 
 
-def normalised_fusion(fusion: str) -> str:
-    """The ``fused`` CTE (and the two before it) for ``fusion`` in ("minmax", "zscore")."""
-    vector_norm = _NORMALISE[fusion].format(x="similarity")
-    lexical_norm = _NORMALISE[fusion].format(x="lexical_value")
-    relevance = "combined" if fusion == "minmax" else f"coalesce({_NORMALISE['minmax'].format(x='combined')}, 1.0)"
-    return f"""legs AS (
-    SELECT e.id, e.importance, e.created_at, e.recency, v.similarity, v.section_id, v.section_similarity,
-           l.lexical_score, l.lexical_rank, l.lexical_section_id, coalesce(l.lexical_score, 0.0) AS lexical_value
-    FROM eligible e JOIN vector_leg v ON v.id = e.id LEFT JOIN lexical_ranked l ON l.id = e.id
-),
-combined AS (
-    SELECT *, :vector_weight * coalesce({vector_norm}, 0.0)
-              + (1.0 - :vector_weight) * coalesce({lexical_norm}, 0.0) AS combined
-    FROM legs
+def spreads(fusion: str) -> str:
+    """The ``spreads`` CTE: each leg's spread over the whole knowledge base (NULL when it has none)."""
+    return f"""spreads AS MATERIALIZED (
+    SELECT NULLIF({_VECTOR_SPREAD[fusion]}, 0) AS vector_spread, NULLIF({_LEXICAL_SPREAD[fusion]}, 0) AS lexical_spread
+    FROM half_leg
+)"""
+
+
+FUSED = """combined AS (
+    SELECT p.*, coalesce(:vector_weight * p.similarity / s.vector_spread, 0.0)
+                + coalesce((1.0 - :vector_weight) * coalesce(p.lexical_score, 0.0) / s.lexical_spread, 0.0)
+                AS combined
+    FROM pool_legs p CROSS JOIN spreads s
 ),
 fused AS (
     SELECT id, importance, created_at, recency, similarity, section_id, section_similarity,
-           {relevance} AS relevance, lexical_score, lexical_rank, lexical_section_id
+           coalesce((combined - min(combined) OVER ()) / NULLIF(max(combined) OVER () - min(combined) OVER (), 0),
+                    1.0) AS relevance,
+           lexical_score, lexical_rank, lexical_section_id
     FROM combined
 )"""

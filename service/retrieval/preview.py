@@ -19,9 +19,10 @@ from service.knowledge.articles import get_article
 from service.knowledge.sections import PATH_SEPARATOR
 from service.providers.embeddings import embed_narrow
 from service.retrieval.ranking import age_in_days, final_score, recency
-from service.retrieval.search import run_search
+from service.retrieval.search import SearchResult, run_search
 from service.retrieval.vector_legs import CARD_FULL, QUERY
 from service.runtime import Runtime
+from service.validation import SEARCH_LIMIT_MAX
 
 PREVIEW_LIMIT_DEFAULT = 5
 
@@ -62,9 +63,22 @@ class Preview:
                 "results": self.results, "article": self.article}
 
 
+def _ranked_further_down(session: Session, runtime: Runtime, query: str, article_id: int,
+                         now: datetime) -> dict[str, Any] | None:
+    """The article's place among the first SEARCH_LIMIT_MAX results, or None. Lexical and hybrid relevance exist
+    only for the articles a search ranks (hybrid's pool is never smaller than that page: service.config), so a
+    longer page gives the same numbers the short one would have."""
+    outcome = run_search(session, runtime.embedder, query, limit=SEARCH_LIMIT_MAX, weights=runtime.weights,
+                         retrieval=runtime.retrieval, now=now)
+    for rank, result in enumerate(outcome.results, start=1):
+        if result.id == article_id:
+            return {**_result_item(result, rank), "note": "outside the top results"}
+    return None
+
+
 def _article_outside_results(session: Session, runtime: Runtime, query: str, article_id: int,
                              now: datetime, mode: str) -> dict[str, Any]:
-    """The breakdown of an article the top results left out (vector mode), or why it has none."""
+    """The breakdown of an article the top results left out, or why it has none."""
     stored = get_article(session, article_id, runtime.embedder.model_name)
     base = {"id": stored.id, "title": stored.title, "importance": stored.importance, "rank": None,
             "embedding_status": stored.embedding_status, "relevance": None, "similarity": None,
@@ -72,7 +86,9 @@ def _article_outside_results(session: Session, runtime: Runtime, query: str, art
     if stored.embedding_status != "embedded":
         return {**base, "note": "not embedded with the active model, so search never returns it"}
     if mode != "vector":
-        return {**base, "note": f"outside the top results; its {mode} relevance is only known inside them"}
+        further = _ranked_further_down(session, runtime, query, article_id, now)
+        return further or {**base, "note": f"outside the first {SEARCH_LIMIT_MAX} results; its {mode} relevance "
+                                           "is only known for the articles a search ranks"}
     vector = embed_narrow(runtime.embedder, [query])[0]
     row = session.execute(ARTICLE_SIMILARITY_SQL, {
         "query_vector": np.asarray(vector, dtype=np.float32), "id": article_id,
@@ -88,19 +104,22 @@ def _article_outside_results(session: Session, runtime: Runtime, query: str, art
             "score": score, "section": section, "note": "outside the top results"}
 
 
+def _result_item(result: SearchResult, rank: int) -> dict[str, Any]:
+    """A result as the preview shows it, with its rank."""
+    item = result.to_dict()
+    item["rank"] = rank
+    if item.get("relevance") is None:
+        item["relevance"] = item["similarity"]
+    return item
+
+
 def preview_ranking(session: Session, runtime: Runtime, query: Any, *, limit: Any = PREVIEW_LIMIT_DEFAULT,
                     article_id: int | None = None) -> Preview:
     """The same ranking /api/search gives, and ``article_id``'s place in it even when outside the top."""
     now = datetime.now(timezone.utc)
     outcome = run_search(session, runtime.embedder, query, limit=limit, weights=runtime.weights,
                          retrieval=runtime.retrieval, now=now)
-    results = []
-    for rank, result in enumerate(outcome.results, start=1):
-        item = result.to_dict()
-        item["rank"] = rank
-        if item.get("relevance") is None:
-            item["relevance"] = item["similarity"]
-        results.append(item)
+    results = [_result_item(result, rank) for rank, result in enumerate(outcome.results, start=1)]
     article = None
     if article_id is not None:
         article = next((dict(r) for r in results if r["id"] == article_id), None)

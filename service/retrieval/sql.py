@@ -31,16 +31,18 @@ from service.retrieval.approximate import approximate_candidates
 from service.retrieval.bm25 import LEXICAL_LEG
 from service.retrieval.bm25_prune import formula_leg
 from service.retrieval.fragments import ELIGIBLE_WHERE, RECENCY
-from service.retrieval.fusion import normalised_fusion
+from service.retrieval.pool import pool_ctes
 from service.retrieval.precision import rescore_margin, similarity_margin
 from service.retrieval.ranking import RankingWeights, final_score
 from service.retrieval.vector_legs import CANDIDATES, CARD_SIMILARITY, exact_leg, half_leg, vector_rank
 
 MODES = ("vector", "lexical", "hybrid")
 GRANULARITIES = ("section", "article")
-# "convex": w·cosine + (1−w)·BM25/max; "minmax" and "zscore": both legs normalised over every eligible article
-# (BM25 0 where no term matches), then w·vector + (1−w)·lexical; "rrf": weighted reciprocal rank fusion.
+# "convex": w·cosine + (1−w)·BM25/max; "minmax" and "zscore": each leg divided by its spread over the whole base,
+# w·vector + (1−w)·lexical over each leg's best articles (service.retrieval.pool); "rrf": weighted reciprocal rank
+# fusion.
 FUSIONS = ("convex", "rrf", "minmax", "zscore")
+NORMALISED = ("minmax", "zscore")
 
 def _eligible(*, precision: str | None, lexical_only: bool, candidates: bool = False) -> str:
     card = CARD_SIMILARITY[precision] if precision else "NULL::double precision"
@@ -100,8 +102,6 @@ def _fused(mode: str, fusion: str, *, name: str = "fused", rows: str = "eligible
            NULL::bigint AS lexical_section_id
     FROM {rows} e JOIN {leg} v ON v.id = e.id
 )"""
-    if mode == "hybrid" and fusion in ("minmax", "zscore"):
-        return normalised_fusion(fusion)  # over every eligible article: full precision only
     if mode == "lexical":
         relevance, join = "coalesce(l.lexical_norm, 0.0)", "JOIN lexical_ranked l ON l.id = e.id"
     elif fusion == "rrf":
@@ -158,6 +158,8 @@ ORDER BY top.score DESC, top.id"""
 
 def _vector_ctes(mode: str, fusion: str, granularity: str, precision: str) -> list[str]:
     """Everything between ``eligible`` and ``fused``: the vector leg(s), the lexical leg, the fusion."""
+    if mode == "hybrid" and fusion in NORMALISED:
+        return pool_ctes(granularity, fusion, precision, lexical_leg=_LEXICAL_LEG)
     lexical = [_LEXICAL_LEG] if mode != "vector" else []
     if precision == "full":
         ranks = [_RRF_RANKS] if mode == "hybrid" and fusion == "rrf" else []
@@ -167,12 +169,11 @@ def _vector_ctes(mode: str, fusion: str, granularity: str, precision: str) -> li
 
 
 def statement_precision(mode: str, fusion: str, with_vector: bool) -> str | None:
-    """Half precision with a full-precision re-score where the formula allows it (vector, convex hybrid); RRF
-    ranks every article by its full-precision cosine and min-max / z-score normalise over every article, so those
-    scan in full precision; None without a vector leg."""
+    """Half precision with a full-precision re-score (vector, convex hybrid, the z-score / min-max pool); RRF
+    ranks every article by its full-precision cosine, so it scans in full precision; None without a vector leg."""
     if not with_vector:
         return None
-    return "full" if mode == "hybrid" and fusion != "convex" else "half"
+    return "full" if mode == "hybrid" and fusion == "rrf" else "half"
 
 
 @lru_cache(maxsize=None)
@@ -186,11 +187,14 @@ def build_statement(mode: str, *, fusion: str = "convex", granularity: str = "se
         raise ValueError(f"unknown retrieval settings: {mode}, {fusion}, {granularity}")
     if mode != "lexical" and not with_vector:
         raise ValueError(f"{mode} mode needs a query vector")
-    if precision not in (None, "half", "full") or (precision == "half" and fusion != "convex" and mode == "hybrid"):
+    if precision not in (None, "half", "full") or (precision == "half" and fusion == "rrf" and mode == "hybrid"):
         raise ValueError(f"precision {precision!r} does not apply to {mode}/{fusion}")
     precision = (precision or statement_precision(mode, fusion, with_vector)) if with_vector else None
     lexical = mode != "vector"
-    ctes = [_eligible(precision=precision, lexical_only=mode == "lexical", candidates=candidates)]
+    pooled = mode == "hybrid" and fusion in NORMALISED and with_vector
+    # The pool reads the vector leg's spread off the half-precision scan in both precisions: same numbers.
+    ctes = [_eligible(precision="half" if pooled else precision, lexical_only=mode == "lexical",
+                      candidates=candidates)]
     if mode == "lexical":
         ctes, precision = _lexical_ctes(with_vector=with_vector, granularity=granularity), None
     elif precision:
@@ -205,7 +209,13 @@ def build_statement(mode: str, *, fusion: str = "convex", granularity: str = "se
              sa.bindparam("similarity_weight", type_=sa.Double),
              sa.bindparam("recency_weight", type_=sa.Double)]
     if precision == "half":
-        binds += [sa.bindparam("margin", type_=sa.Double), sa.bindparam("similarity_margin", type_=sa.Double)]
+        binds.append(sa.bindparam("similarity_margin", type_=sa.Double))
+    if precision == "half" and not pooled:
+        binds.append(sa.bindparam("margin", type_=sa.Double))
+    if pooled:
+        binds.append(sa.bindparam("pool", type_=sa.Integer))
+    if pooled and precision == "half":
+        binds.append(sa.bindparam("pool_margin", type_=sa.Double))
     if lexical:
         binds += [sa.bindparam("bm25_k1", type_=sa.Double), sa.bindparam("bm25_b", type_=sa.Double)]
     if mode == "hybrid":
@@ -263,7 +273,8 @@ def _margins(query_vector: np.ndarray, weights: RankingWeights, retrieval: Retri
     vector_weight = {"vector": 1.0, "hybrid": retrieval.vector_weight, "lexical": 0.0}[retrieval.mode]
     width = len(query_vector)
     return {"margin": rescore_margin(width, similarity_weight=weights.similarity_weight, vector_weight=vector_weight),
-            "similarity_margin": similarity_margin(width)}
+            "similarity_margin": similarity_margin(width),
+            "pool_margin": rescore_margin(width, similarity_weight=1.0), "pool": retrieval.pool}
 
 
 def rank_articles(session: Session, query_vector: np.ndarray | None, *, model: str, limit: int,

@@ -56,15 +56,16 @@ candidates AS MATERIALIZED (
 )"""
 
 
-def exact_leg(granularity: str, *, rows: str, precision: str) -> str:
-    """Full-precision similarity of each article in ``rows`` (``eligible`` or ``candidates``), and its best
-    section. Over ``eligible`` in full precision, ``rows.card_similarity`` already holds the card's."""
+def exact_leg(granularity: str, *, rows: str, precision: str, name: str = "vector_leg") -> str:
+    """Full-precision similarity of each article in ``rows`` (``eligible``, or a few candidates), and its best
+    section, as CTE ``name``. Over ``eligible`` in full precision, ``rows.card_similarity`` already holds the
+    card's; a few candidates are looked up one by one (by index), not joined to a scan of every section."""
     card = "e.card_similarity" if precision == "full" else f"""(SELECT 1.0 - ({CARD_FULL} <=> {QUERY})
              FROM knowledge_base kb WHERE kb.id = e.id)"""
-    if granularity == "section" and rows == "candidates":
-        return _candidate_sections_leg(card)
+    if granularity == "section" and rows != "eligible":
+        return _candidate_sections_leg(card, rows=rows, name=name)
     if granularity == "article":
-        return f"""vector_leg AS (
+        return f"""{name} AS (
     SELECT e.id, {card} AS similarity, NULL::bigint AS section_id,
            NULL::double precision AS section_similarity
     FROM {rows} e
@@ -79,20 +80,20 @@ best_section AS (
     FROM section_hits
     ORDER BY article_id, distance, ordinal
 ),
-vector_leg AS (
+{name} AS (
     SELECT e.id, GREATEST({card}, coalesce(b.section_similarity, -1.0)) AS similarity,
            b.section_id, b.section_similarity
     FROM {rows} e LEFT JOIN best_section b ON b.article_id = e.id
 )"""
 
 
-def _candidate_sections_leg(card: str) -> str:
+def _candidate_sections_leg(card: str, *, rows: str, name: str) -> str:
     """``exact_leg`` for a handful of candidates: each one's sections by index, not a scan of every section
     (the same numbers: the smallest distance, ties by ordinal)."""
-    return f"""vector_leg AS (
+    return f"""{name} AS (
     SELECT e.id, GREATEST({card}, coalesce(b.section_similarity, -1.0)) AS similarity,
            b.section_id, b.section_similarity
-    FROM candidates e LEFT JOIN LATERAL (
+    FROM {rows} e LEFT JOIN LATERAL (
         SELECT s.id AS section_id, 1.0 - (s.embedding <=> {QUERY}) AS section_similarity
         FROM knowledge_sections s
         WHERE s.article_id = e.id AND s.embedding IS NOT NULL AND s.embedding_model = :model
