@@ -1,56 +1,53 @@
-"""Lexical and hybrid search latency: BM25 in PostgreSQL (now) against the ts_rank leg it replaced (before).
+"""Lexical and hybrid search latency with the BM25 leg: pruned (MaxScore, service/retrieval/bm25_prune.py) against
+the unpruned leg that scores every match, in the same run.
 
 Run by hand:  python bench/bm25_search.py [--articles 20000] [--sections-per-article 5] [--queries 30]
 Loads N synthetic articles × S sections into a throwaway schema migrated like the real one, with COPY … FORMAT
 BINARY in chunks (the BM25 statistics triggers run once per chunk): text drawn from a Zipf vocabulary (a few very
 common words, a long tail of rare ones: the shape of real text), clustered unit vectors as in
-bench/section_search.py. Queries are 2–6 words drawn from the same law. Times, per query and warm:
-- ``lexical_bm25``: the service's lexical statement (service/retrieval/sql.py, BM25 leg) after the query side
-  (service/retrieval/bm25.py: terms, caps); ``lexical_ts_rank``: the same statement with the ts_rank leg of
-  before (copied below verbatim), on the OR query of the same words (what the old path ran when fewer than k
-  articles matched every word);
-- ``hybrid_bm25`` / ``hybrid_ts_rank``: the hybrid statement (exact scan, no walk) with each leg.
-Prints one JSON line; appends it to bench/results/bm25_search.jsonl.
+bench/section_search.py. Queries are 2–6 words drawn from the same law. Times, per query and warm, the query side
+(service/retrieval/bm25.py: terms, caps) included:
+- ``lexical_pruned``: the service's lexical-mode statement (with a query vector, as the service runs it);
+- ``lexical_unpruned``: the lexical-mode statement before pruning (every match scored; rebuilt below from the same
+  fragments); both must return the same top-10 (``lexical_same_top_k`` counts the queries where they do);
+- ``hybrid``: the service's default hybrid statement (its fusion, weight and pool from the settings; its lexical
+  leg still scores every match);
+- ``pool``: the pruned BM25 pool alone (``lexical_top_leg``: the exact BM25 top ``HYBRID_POOL``).
+Prints one JSON line (with the load average before the timings); appends it to bench/results/bm25_search.jsonl.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import time
-from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import sqlalchemy as sa
 from benchlib import report
-from section_search import CLUSTERS, DIMENSIONS, MODEL, clustered
+from pgvector import HalfVector
+from search import DIMENSIONS, MODEL, clustered, pad
+from section_search import CLUSTERS
 from sqlalchemy.orm import Session
 
-from service.config import Settings
+from service.config import RetrievalSettings, Settings
 from service.db.engine import resolve_database_url
 from service.db.migrate import throwaway_schema
 from service.retrieval import sql as retrieval_sql
-from service.retrieval.bm25 import LEXICAL_LEG, build_bm25_query
+from service.retrieval.bm25 import build_bm25_query
+from service.retrieval.bm25_prune import lexical_top_leg
 from service.retrieval.ranking import RankingWeights
+from service.retrieval.vector_legs import vector_rank
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bm25_search.jsonl"
 VOCABULARY, ZIPF, CHUNK = 50_000, 1.1, 5_000
-# The lexical leg before BM25 (git 8e328f9, service/retrieval/sql.py), plus the column the final SELECT now reads.
-TS_RANK_LEG = """lexical AS (
-    SELECT kb.id, ts_rank(kb.search_vector, CAST(:tsquery AS tsquery))
-               + CASE WHEN kb.search_vector @@ CAST(:and_tsquery AS tsquery) THEN 1.0 ELSE 0.0 END AS lexical_score
-    FROM knowledge_base kb JOIN eligible e ON e.id = kb.id
-    WHERE kb.search_vector @@ CAST(:tsquery AS tsquery)
-),
-lexical_ranked AS (
-    SELECT id, lexical_score, NULL::bigint AS lexical_section_id,
-           row_number() OVER (ORDER BY lexical_score DESC, id) AS lexical_rank,
-           lexical_score / NULLIF(max(lexical_score) OVER (), 0) AS lexical_norm
-    FROM lexical
-)"""
+DEFAULTS = Settings.from_env()
+HYBRID = RetrievalSettings(mode="hybrid", fusion=DEFAULTS.fusion_method, vector_weight=DEFAULTS.hybrid_vector_weight,
+                           pool=DEFAULTS.hybrid_pool)  # the deployed default
 
 
 def words(rng: np.random.Generator, count: int) -> str:
@@ -61,19 +58,20 @@ def words(rng: np.random.Generator, count: int) -> str:
 
 def load(conn, rng: np.random.Generator, articles: int, per_article: int, centres: np.ndarray) -> None:
     """Articles and their sections, chunk by chunk (one trigger run per COPY statement)."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     columns = ("article_id, ordinal, heading_path, content, char_start, char_end, content_sha256, embedding, "
                "embedding_model")
     for start in range(0, articles, CHUNK):
         count = min(CHUNK, articles - start)
         bodies = [[words(rng, int(rng.integers(40, 120))) for _ in range(per_article)] for _ in range(count)]
         cards, sections = clustered(rng, centres, count), clustered(rng, centres, count * per_article)
-        with conn.cursor().copy("COPY knowledge_base (id, title, content, embedding, embedding_model, importance, "
-                                "created_at) FROM STDIN WITH (FORMAT BINARY)") as copy:
-            copy.set_types(["int8", "text", "text", "vector", "text", "float8", "timestamptz"])
+        with conn.cursor().copy("COPY knowledge_base (id, title, content, embedding, embedding_half, embedding_model, "
+                                "importance, created_at) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "text", "text", "vector", "halfvec", "text", "float8", "timestamptz"])
             for i in range(count):
-                copy.write_row((start + i + 1, words(rng, 6), "\n\n".join(bodies[i]), cards[i], MODEL,
-                                float(rng.uniform(0, 2)), now - timedelta(days=float(rng.uniform(0, 730)))))
+                copy.write_row((start + i + 1, words(rng, 6), "\n\n".join(bodies[i]), pad(cards[i]),
+                                HalfVector(cards[i]), MODEL, float(rng.uniform(0, 2)),
+                                now - timedelta(days=float(rng.uniform(0, 730)))))
         with conn.cursor().copy(f"COPY knowledge_sections ({columns}) FROM STDIN WITH (FORMAT BINARY)") as copy:
             copy.set_types(["int8", "int4", "text[]", "text", "int4", "int4", "text", "vector", "text"])
             for i in range(count):
@@ -84,37 +82,64 @@ def load(conn, rng: np.random.Generator, articles: int, per_article: int, centre
     conn.execute("ANALYZE knowledge_sections")
 
 
-def statement(mode: str, leg: str) -> sa.TextClause:
-    """The service's statement for ``mode`` with the BM25 leg, or with the ts_rank leg swapped in."""
-    built = retrieval_sql.build_statement(mode, with_vector=True)
-    if leg == "bm25":
-        return built
-    text = built.text.replace(LEXICAL_LEG + ",\n" + retrieval_sql._LEXICAL_RANKED, TS_RANK_LEG)
-    assert text != built.text
-    return sa.text(text).bindparams(*(bind for name, bind in built._bindparams.items() if f":{name}" in text))
+def unpruned_lexical() -> sa.TextClause:
+    """The lexical-mode statement before pruning: every matching article's BM25 and half-precision cosine."""
+    hybrid = retrieval_sql.build_statement("hybrid", with_vector=True)
+    ctes = [retrieval_sql._eligible(precision="half", lexical_only=True),
+            *retrieval_sql._vector_ctes("lexical", "convex", "section", "half")]
+    final = retrieval_sql._final_select(lexical=True, rank=vector_rank("section", "half"))
+    text = "WITH " + ",\n".join(ctes) + ",\n" + final
+    return sa.text(text).bindparams(*(bind for name, bind in hybrid._bindparams.items() if f":{name}" in text))
 
 
-def time_search(session: Session, query_vector: np.ndarray, text: str, mode: str, leg: str) -> float:
-    """Milliseconds for the query side and one statement."""
-    started = time.perf_counter()
+def pool_statement() -> sa.TextClause:
+    """The hybrid fusion's lexical pool alone."""
+    binds = [sa.bindparam(name, type_=sa.Double) for name in ("bm25_k1", "bm25_b")]
+    return sa.text(f"WITH {lexical_top_leg(':pool')}\nSELECT id FROM lexical_top").bindparams(*binds)
+
+
+STATEMENTS = {
+    "lexical_pruned": lambda: retrieval_sql.build_statement("lexical", with_vector=True),
+    "lexical_unpruned": unpruned_lexical,
+    "hybrid": lambda: retrieval_sql.build_statement("hybrid", fusion=HYBRID.fusion, with_vector=True),
+    "pool": pool_statement,
+}
+
+
+def run_search(session: Session, statement: sa.TextClause, query_vector: np.ndarray, text: str) -> list[int]:
+    """The query side and one statement; the ids it returns."""
     query = build_bm25_query(session, text, [])
     params = {"query_vector": query_vector, "tsquery": query.any_term, "and_tsquery": query.all_terms,
               "lexemes": query.terms, "terms": query.terms, "model": MODEL, "limit": 10,
-              "now": datetime.now(timezone.utc), "window_days": 365.0, "similarity_weight": 0.8,
-              "recency_weight": 0.2, "vector_weight": 0.95, "rrf_k": 60.0, "source_prefix": None,
-              "candidate_ids": None, "bm25_k1": 1.2, "bm25_b": 0.75}
-    if leg == "ts_rank":  # the old OR query: every word of the query (not only those the corpus has)
-        params["tsquery"] = session.execute(sa.text(
-            "SELECT replace(plainto_tsquery('english', :q)::text, ' & ', ' | ')"), {"q": text}).scalar_one()
-        params["and_tsquery"] = session.execute(sa.text("SELECT plainto_tsquery('english', :q)::text"),
-                                                {"q": text}).scalar_one()
-    session.execute(statement(mode, leg), params).all()
+              "now": datetime.now(UTC), "window_days": 365.0, "similarity_weight": 0.8,
+              "recency_weight": 0.2, "vector_weight": HYBRID.vector_weight, "rrf_k": 60.0, "source_prefix": None,
+              "candidate_ids": None, "bm25_k1": 1.2, "bm25_b": 0.75,
+              **retrieval_sql._margins(query_vector, RankingWeights(), HYBRID)}
+    return [row[0] for row in session.execute(statement, params)]
+
+
+def time_search(session: Session, statement: sa.TextClause, query_vector: np.ndarray, text: str) -> float:
+    """Milliseconds for the query side and one statement."""
+    started = time.perf_counter()
+    run_search(session, statement, query_vector, text)
     return (time.perf_counter() - started) * 1000
 
 
 def percentiles(timings: list[float]) -> tuple[float, float]:
     ordered = sorted(timings)
     return round(statistics.median(ordered), 1), round(ordered[int(0.95 * (len(ordered) - 1))], 1)
+
+
+def measure(session: Session, vectors: np.ndarray, texts: list[str], result: dict) -> None:
+    """Every statement's p50 / p95 over the queries (one warm-up each), and whether the lexical ones agree."""
+    for name, build in STATEMENTS.items():
+        statement = build()
+        time_search(session, statement, vectors[0], texts[0])  # warm-up
+        timings = [time_search(session, statement, v, t) for v, t in zip(vectors, texts)]
+        result[f"{name}_p50_ms"], result[f"{name}_p95_ms"] = percentiles(timings)
+    pruned, unpruned = STATEMENTS["lexical_pruned"](), unpruned_lexical()
+    result["lexical_same_top_k"] = sum(run_search(session, pruned, v, t) == run_search(session, unpruned, v, t)
+                                       for v, t in zip(vectors, texts))
 
 
 def main() -> None:
@@ -135,15 +160,11 @@ def main() -> None:
             result["load_s"] = round(time.perf_counter() - started, 1)
         vectors = clustered(rng, centres, args.queries)
         texts = [words(rng, int(rng.integers(2, 7))) for _ in range(args.queries)]
+        result["load_average"] = [round(value, 2) for value in os.getloadavg()]
         with engine.connect() as connection:
-            session = Session(bind=connection)
-            for mode in ("lexical", "hybrid"):
-                for leg in ("bm25", "ts_rank"):
-                    time_search(session, vectors[0], texts[0], mode, leg)  # warm-up
-                    timings = [time_search(session, v, t, mode, leg) for v, t in zip(vectors, texts)]
-                    result[f"{mode}_{leg}_p50_ms"], result[f"{mode}_{leg}_p95_ms"] = percentiles(timings)
+            measure(Session(bind=connection), vectors, texts, result)
     result.update(machine=f"{platform.machine()}, {platform.processor() or 'cpu'}",
-                  date=datetime.now(timezone.utc).date().isoformat())
+                  date=datetime.now(UTC).date().isoformat())
     report(RESULTS, result)
 
 

@@ -111,15 +111,16 @@ def test_a_quoted_term_parses_as_exactly_that_lexeme(session, term):
 
 
 def insert_unit_article(session, title: list[str], sections: list[tuple[list[str], str]], model: str = MODEL,
-                        importance: float = 0.0) -> int:
-    """An article whose content is its sections' words (each section "text" or "heading")."""
+                        importance: float = 0.0, created_at: datetime | None = None) -> int:
+    """An article whose content is its sections' words (each section "text" or "heading"), created now unless
+    ``created_at`` says when."""
     content = "\n\n".join(" ".join(words) for words, _ in sections) or "basalt"
     article_id = session.execute(sa.text("""
-        INSERT INTO knowledge_base (title, content, embedding, embedding_half, embedding_model, importance)
+        INSERT INTO knowledge_base (title, content, embedding, embedding_half, embedding_model, importance, created_at)
         VALUES (:title, :content, :embedding, CAST(l2_normalize(CAST(:embedding AS vector)) AS halfvec), :model,
-                :importance) RETURNING id
+                :importance, coalesce(CAST(:created_at AS timestamptz), now())) RETURNING id
     """), {"title": " ".join(title), "content": content, "embedding": np.full(1536, 0.02, dtype=np.float32),
-           "model": model, "importance": importance}).scalar_one()
+           "model": model, "importance": importance, "created_at": created_at}).scalar_one()
     for ordinal, (words, kind) in enumerate(sections):
         session.execute(sa.text("""
             INSERT INTO knowledge_sections (article_id, ordinal, content, char_start, char_end, content_sha256, kind)

@@ -12,13 +12,14 @@ than unnesting every lexeme of every candidate.
     article   = the best of its card and its sections
 
 Candidates are the articles whose card matches any query term, through the card's GIN index: a section's words
-are all in its article's card, so no section can match without its article matching.
+are all in its article's card, so no section can match without its article matching. ``lexical_leg`` scores them
+all (the hybrid statements); service.retrieval.bm25_prune scores only those that can reach the top-k.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -88,40 +89,60 @@ def build_bm25_query(session: Session, query: str, groups: Sequence[Sequence[str
                      synonyms_used=added)
 
 
-# The lexical leg of every statement in service.retrieval.sql: ``lexical`` has one row per matching eligible
-# article (its BM25 and the unit that gave it); binds :terms, :tsquery, :bm25_k1, :bm25_b.
-LEXICAL_LEG = """bm25_query AS MATERIALIZED (
-    SELECT t.term, ln(1.0 + (n.units - t.df + 0.5) / (t.df + 0.5)) AS idf,
-           n.total_length::double precision / NULLIF(n.units, 0) AS avgdl
+# Each query term's idf and ceiling (no unit's occurrences of the term add more than idf·(k1 + 1) to its score,
+# since tf·(k1+1)/(tf + k1·(…)) ≤ k1 + 1), and the term as a tsquery operand (quoted as ``tsquery_literal``
+# quotes it). Binds :terms, :bm25_k1.
+BM25_QUERY = r"""bm25_query AS MATERIALIZED (
+    SELECT t.term, t.df, ln(1.0 + (n.units - t.df + 0.5) / (t.df + 0.5)) AS idf,
+           ln(1.0 + (n.units - t.df + 0.5) / (t.df + 0.5)) * (:bm25_k1 + 1.0) AS ceiling,
+           n.total_length::double precision / NULLIF(n.units, 0) AS avgdl,
+           '''' || replace(replace(t.term, '\', '\\'), '''', '''''') || '''' AS operand
     FROM bm25_terms t CROSS JOIN bm25_totals n
     WHERE t.term = ANY(CAST(:terms AS text[]))
-),
-lexical_articles AS MATERIALIZED (
-    SELECT kb.id, kb.search_vector, kb.bm25_length
-    FROM knowledge_base kb JOIN eligible e ON e.id = kb.id
-    WHERE kb.search_vector @@ CAST(:tsquery AS tsquery)
-),
-lexical_units AS (
+)"""
+
+
+def score_articles(name: str, articles: str) -> str:
+    """CTEs ending in ``name`` (id, lexical_score, lexical_section_id): the exact BM25 of each article of the CTE
+    ``articles`` (id, search_vector, bm25_length) a query term matches, and the unit that gave it."""
+    return f"""{name}_units AS (
     SELECT a.id AS article_id, NULL::bigint AS section_id, a.search_vector AS vector, a.bm25_length AS length
-    FROM lexical_articles a
+    FROM {articles} a
     UNION ALL
     SELECT s.article_id, s.id, s.search_vector, s.bm25_length
-    FROM knowledge_sections s JOIN lexical_articles a ON a.id = s.article_id
+    FROM knowledge_sections s JOIN {articles} a ON a.id = s.article_id
     WHERE s.search_vector @@ CAST(:tsquery AS tsquery)
 ),
-lexical_unit_scores AS (
+{name}_unit_scores AS (
     SELECT u.article_id, u.section_id,
            sum(q.idf * f.tf * (:bm25_k1 + 1.0)
                / (f.tf + :bm25_k1 * (1.0 - :bm25_b + :bm25_b * u.length / q.avgdl))) AS score
-    FROM lexical_units u
-    CROSS JOIN LATERAL unnest(ts_filter(setweight(u.vector, 'C', CAST(:terms AS text[])), '{c}')) AS x
+    FROM {name}_units u
+    CROSS JOIN LATERAL unnest(ts_filter(setweight(u.vector, 'C', CAST(:terms AS text[])), '{{c}}')) AS x
     JOIN bm25_query q ON q.term = x.lexeme
     CROSS JOIN LATERAL (SELECT coalesce(array_length(x.positions, 1), 1)::double precision AS tf) AS f
     GROUP BY u.article_id, u.section_id
 ),
-lexical AS (
+{name} AS (
     SELECT DISTINCT ON (article_id) article_id AS id, score AS lexical_score, section_id AS lexical_section_id
-    FROM lexical_unit_scores
+    FROM {name}_unit_scores
     WHERE score > 0
     ORDER BY article_id, score DESC, section_id NULLS FIRST
 )"""
+
+
+def lexical_leg(rows: str) -> str:
+    """The CTE ``lexical`` (id, lexical_score, lexical_section_id): the exact BM25 of every article of the CTE
+    ``rows`` (an ``id`` column) that a query term matches, no pruning (the hybrid statements' leg, or the exact
+    BM25 of a few chosen articles). Binds :terms, :tsquery, :bm25_k1, :bm25_b."""
+    return f"""{BM25_QUERY},
+lexical_articles AS MATERIALIZED (
+    SELECT kb.id, kb.search_vector, kb.bm25_length
+    FROM knowledge_base kb JOIN {rows} e ON e.id = kb.id
+    WHERE kb.search_vector @@ CAST(:tsquery AS tsquery)
+),
+{score_articles("lexical", "lexical_articles")}"""
+
+
+# The leg of the hybrid statements (service.retrieval.sql): every eligible article a term matches.
+LEXICAL_LEG = lexical_leg("eligible")

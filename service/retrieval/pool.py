@@ -3,7 +3,8 @@
 Fusing every article of a large knowledge base means a BM25 for every article that shares a common word with
 the query. Instead, as Elasticsearch's linear retriever and OpenSearch's normalisation processor do, fusion
 reads a pool: the ``GREATEST(:pool, :limit)`` articles most similar to the query (``pool_vector``) and as many
-with the best BM25 (``pool_lexical``), each pool article with both of its scores, exact. Unlike those, the legs
+with the best BM25 (``pool_lexical``: exact, scoring only the articles that can reach it,
+service.retrieval.bm25_prune), each pool article with both of its scores, exact. Unlike those, the legs
 are normalised by their spread over the whole knowledge base (service.retrieval.fusion), not over the pool, so
 the pool's size does not decide the ranking.
 
@@ -16,6 +17,8 @@ vector leg's spread from ``half_leg``, so both fuse the same numbers.
 
 from __future__ import annotations
 
+from service.retrieval.bm25 import score_articles
+from service.retrieval.bm25_prune import lexical_top_leg
 from service.retrieval.fusion import FUSED, spreads
 from service.retrieval.vector_legs import exact_leg, half_leg
 
@@ -31,11 +34,24 @@ _POOL = f"""pool_vector AS (
     SELECT id FROM {{scores}} ORDER BY similarity DESC, id LIMIT {POOL_SIZE}
 ),
 pool_lexical AS (
-    SELECT id, lexical_score FROM lexical ORDER BY lexical_score DESC, id LIMIT {POOL_SIZE}
+    SELECT id, lexical_score, row_number() OVER (ORDER BY lexical_score DESC, id) AS lexical_rank FROM lexical_top
 ),
 pool_rows AS MATERIALIZED (
     SELECT e.* FROM eligible e
     WHERE e.id IN (SELECT id FROM pool_vector UNION SELECT id FROM pool_lexical)
+)"""
+
+# Every pool article's exact BM25 (the vector half's too: a handful of articles, scored directly); its rank by
+# BM25 among all articles is known when it is in the lexical half (its place there), else NULL.
+_POOL_BM25 = f"""pool_lexical_articles AS MATERIALIZED (
+    SELECT kb.id, kb.search_vector, kb.bm25_length
+    FROM knowledge_base kb JOIN pool_rows e ON e.id = kb.id
+    WHERE kb.search_vector @@ CAST(:tsquery AS tsquery)
+),
+{score_articles("lexical", "pool_lexical_articles")},
+lexical_ranked AS (
+    SELECT l.id, l.lexical_score, l.lexical_section_id, p.lexical_rank
+    FROM lexical l LEFT JOIN pool_lexical p ON p.id = l.id
 )"""
 
 _POOL_LEGS = """pool_legs AS (
@@ -45,9 +61,10 @@ _POOL_LEGS = """pool_legs AS (
 )"""
 
 
-def pool_ctes(granularity: str, fusion: str, precision: str, *, lexical_leg: str) -> list[str]:
-    """Everything between ``eligible`` and ``fused`` for z-score / min-max hybrid: the half-precision scan,
-    ``lexical_leg`` (its CTEs ``lexical`` and ``lexical_ranked``), the pool, both legs over it, the fusion."""
+def pool_ctes(granularity: str, fusion: str, precision: str) -> list[str]:
+    """Everything between ``eligible`` and ``fused`` for z-score / min-max hybrid: the half-precision scan, the
+    lexical half of the pool (pruned: service.retrieval.bm25_prune), the vector half, both legs over the pool,
+    the fusion."""
     if precision == "half":
         vector = [_HALF_CANDIDATES,
                   exact_leg(granularity, rows="pool_vector_candidates", precision="half", name="pool_vector_scores"),
@@ -57,4 +74,5 @@ def pool_ctes(granularity: str, fusion: str, precision: str, *, lexical_leg: str
         # eligible's card similarity is the half-precision one here: "half" re-reads the card in full.
         vector = [exact_leg(granularity, rows="eligible", precision="half", name="vector_leg"),
                   _POOL.format(scores="vector_leg")]
-    return [half_leg(granularity), lexical_leg, *vector, _POOL_LEGS.format(leg="vector_leg"), spreads(fusion), FUSED]
+    return [half_leg(granularity), lexical_top_leg(POOL_SIZE), *vector, _POOL_BM25, _POOL_LEGS.format(leg="vector_leg"),
+            spreads(fusion), FUSED]

@@ -33,7 +33,8 @@ DEGRADED_EMBEDDING = "embedding unavailable"
 
 @dataclass(frozen=True)
 class Explain:
-    """How a result was found, with the same keys in every mode (a leg that did not run gives None)."""
+    """How a result was found, with the same keys in every mode (a leg that did not run gives None; in lexical
+    mode the cosine is reported but not ranked, so ``vector_rank`` is None)."""
 
     vector_rank: int | None
     lexical_rank: int | None

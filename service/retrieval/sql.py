@@ -6,8 +6,10 @@ One statement per retrieval mode, assembled from named CTE fragments by ``build_
 - ``vector_leg``: an article's similarity is the best of its own vector's and its sections' cosine
   (``granularity="article"``: its own vector only), and which section that was. By default the scan reads
   the half-precision vectors and re-scores the candidates in full precision (service.retrieval.vector_legs);
-- ``lexical_ranked``: exact BM25 of every full-text match (service.retrieval.bm25), all of them (no LIMIT:
-  a match that recency × importance lifts is never dropped; the caller's statement_timeout bounds it);
+- ``lexical_ranked``: exact BM25 (service.retrieval.bm25). Hybrid: of every full-text match (no LIMIT; the
+  caller's statement_timeout bounds it). Lexical mode: of every match that can reach the top-k by the formula,
+  recency × importance included (service.retrieval.bm25_prune proves which), so ``eligible`` is then just the
+  top-k, and a query vector only reports their cosine and best section (no vector rank: it does not rank);
 - ``fused``: the relevance that enters ``score = relevance×w_s + recency×w_r×importance``;
 - the final SELECT orders every eligible row by score (ties by id), then reads titles and the matched
   section for the top-k only: wide columns are never sorted.
@@ -27,6 +29,7 @@ from service.config import RetrievalSettings  # built from the settings with the
 from service.db.engine import READ_REPLICA
 from service.retrieval.approximate import approximate_candidates
 from service.retrieval.bm25 import LEXICAL_LEG
+from service.retrieval.bm25_prune import formula_leg
 from service.retrieval.fragments import ELIGIBLE_WHERE, RECENCY
 from service.retrieval.pool import pool_ctes
 from service.retrieval.precision import rescore_margin, similarity_margin
@@ -60,6 +63,23 @@ _LEXICAL_RANKED = """lexical_ranked AS (
     FROM lexical
 )"""
 _LEXICAL_LEG = f"{LEXICAL_LEG},\n{_LEXICAL_RANKED}"
+
+
+def _lexical_ctes(*, with_vector: bool, granularity: str) -> list[str]:
+    """The lexical mode: BM25 pruned to the articles that can reach the top-k by the formula
+    (service.retrieval.bm25_prune); ``eligible`` is that top-k, and the query vector (if any) only reports
+    their cosine and best section, in full precision (it does not rank here, so it has no rank)."""
+    card = card_similarity("full", granularity) if with_vector else "NULL::double precision"
+    score = f"l.lexical_norm * :similarity_weight + {RECENCY} * :recency_weight * kb.importance"
+    eligible = f"""eligible AS MATERIALIZED (
+    SELECT kb.id, kb.importance, kb.created_at, {RECENCY} AS recency, {card} AS card_similarity
+    FROM lexical_ranked l JOIN knowledge_base kb ON kb.id = l.id
+    ORDER BY {score} DESC, kb.id
+    LIMIT :limit
+)"""
+    vector = exact_leg(granularity, rows="eligible", precision="full") if with_vector else _NO_VECTOR_LEG
+    return [formula_leg(), _LEXICAL_RANKED, eligible, vector, _fused("lexical", "convex")]
+
 
 _NO_VECTOR_LEG = """vector_leg AS (
     SELECT id, NULL::double precision AS similarity, NULL::bigint AS section_id,
@@ -139,7 +159,7 @@ ORDER BY top.score DESC, top.id"""
 def _vector_ctes(mode: str, fusion: str, granularity: str, precision: str) -> list[str]:
     """Everything between ``eligible`` and ``fused``: the vector leg(s), the lexical leg, the fusion."""
     if mode == "hybrid" and fusion in NORMALISED:
-        return pool_ctes(granularity, fusion, precision, lexical_leg=_LEXICAL_LEG)
+        return pool_ctes(granularity, fusion, precision)
     lexical = [_LEXICAL_LEG] if mode != "vector" else []
     if precision == "full":
         ranks = [_RRF_RANKS] if mode == "hybrid" and fusion == "rrf" else []
@@ -176,10 +196,10 @@ def build_statement(mode: str, *, fusion: str = "convex", granularity: str = "se
     ctes = [_eligible(precision="half" if pooled else precision, granularity=granularity,
                       lexical_only=mode == "lexical",
                       candidates=candidates)]
-    if precision:
-        ctes += _vector_ctes(mode, fusion, granularity, precision)
+    if mode == "lexical":
+        ctes, precision = _lexical_ctes(with_vector=with_vector, granularity=granularity), None
     else:
-        ctes += [_NO_VECTOR_LEG, _LEXICAL_LEG, _fused(mode, fusion)]
+        ctes += _vector_ctes(mode, fusion, granularity, precision)
     # Among the approximate mode's candidates, a rank by similarity would not be the rank among all articles.
     rank = vector_rank(granularity, precision) if precision and not candidates else None
     sql = "WITH " + ",\n".join(ctes) + ",\n" + _final_select(lexical=lexical, rank=rank)

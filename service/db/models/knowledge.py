@@ -87,6 +87,7 @@ class Article(Base):
         ),
         sa.CheckConstraint("(embedding IS NULL) = (embedding_half IS NULL)", name="knowledge_base_embedding_half"),
         sa.Index("knowledge_base_embedding_model", "embedding_model"),
+        sa.Index("knowledge_base_importance", "importance"),  # the pruned BM25 leg's bound on any boost
         sa.Index("knowledge_base_search_vector", "search_vector", postgresql_using="gin"),
         sa.Index("knowledge_base_source_path", "source_path", unique=True),
     )
