@@ -80,12 +80,13 @@ def load(conn, rng: np.random.Generator, articles: int, per_article: int, centre
                                     sections[i * per_article + j], MODEL))
     conn.execute("ANALYZE knowledge_base")
     conn.execute("ANALYZE knowledge_sections")
+    conn.execute("ANALYZE search_vectors")
 
 
 def unpruned_lexical() -> sa.TextClause:
     """The lexical-mode statement before pruning: every matching article's BM25 and half-precision cosine."""
     hybrid = retrieval_sql.build_statement("hybrid", with_vector=True)
-    ctes = [retrieval_sql._eligible(precision="half", lexical_only=True),
+    ctes = [retrieval_sql._eligible(precision="half", granularity="section", lexical_only=True),
             *retrieval_sql._vector_ctes("lexical", "convex", "section", "half")]
     final = retrieval_sql._final_select(lexical=True, rank=vector_rank("section", "half"))
     text = "WITH " + ",\n".join(ctes) + ",\n" + final

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 
+from service.db.engine import create_engine
+from service.db.migrate import upgrade_database
 from service.knowledge.articles import add_article
 from service.retrieval.lexical import build_lexical_query, load_synonym_groups, synonym_variants
 from service.retrieval.ranking import convex_relevance, rrf_relevance
 from service.retrieval.search import RetrievalSettings, run_search
+from service.runtime import Runtime
 
 from .helpers import FailingEmbedder
 
@@ -186,3 +190,28 @@ def test_the_lexical_leg_is_exact_a_weak_match_lifted_by_importance_is_never_dro
                              retrieval=LEXICAL)
     assert outcome.degraded == "embedding unavailable"
     assert outcome.results[0].id == lifted  # lowest BM25 of 251 matches, first by the formula
+
+
+def test_a_hybrid_search_whose_keyword_leg_times_out_answers_by_vector_and_says_so(fresh_database_url, settings,
+                                                                                     local_embedder):
+    """The ranking statement is held on a lock (as a slow BM25 of common words would hold it) past the timeout."""
+    runtime = Runtime(replace(settings, database_url=fresh_database_url), create_engine(fresh_database_url),
+                      local_embedder)
+    try:
+        upgrade_database(runtime.engine)
+        assert runtime.seed() == 5
+        hybrid = replace(runtime.retrieval, mode="hybrid", statement_timeout_ms=300)
+        with psycopg.connect(fresh_database_url.replace("+psycopg", "")) as blocker:
+            blocker.execute("LOCK TABLE bm25_totals IN ACCESS EXCLUSIVE MODE")  # only the ranking reads it
+            with runtime.session() as session:
+                outcome = run_search(session, runtime.embedder, "reset password link", limit=3,
+                                     weights=runtime.weights, retrieval=hybrid)
+                timeout_after = session.execute(sa.text("SHOW statement_timeout")).scalar_one()
+        assert (outcome.mode, outcome.degraded) == ("vector", "keyword search timed out")
+        assert outcome.results[0].title == "Reset your password" and outcome.results[0].similarity > 0.3
+        assert timeout_after == "0"  # restored for whatever the session runs next
+        with runtime.session() as session:  # once the lock is gone, hybrid again
+            assert run_search(session, runtime.embedder, "reset password link", limit=3, weights=runtime.weights,
+                              retrieval=hybrid).degraded is None
+    finally:
+        runtime.engine.dispose()

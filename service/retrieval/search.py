@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from service.db.engine import READ_REPLICA
@@ -29,6 +30,8 @@ from service.validation import clean_search_request
 
 log = logging.getLogger(__name__)
 DEGRADED_EMBEDDING = "embedding unavailable"
+DEGRADED_LEXICAL = "keyword search timed out"
+QUERY_CANCELED = "57014"  # SQLSTATE of a statement cut off by statement_timeout
 
 
 @dataclass(frozen=True)
@@ -160,9 +163,22 @@ def _search_with_lexical_leg(session: Session, embedder: Embedder, query: str, v
     rows: list[RankedRow] = []
     if lexical.any_term or mode == "hybrid":
         fused = replace(retrieval, mode=mode)  # the mode may have degraded to lexical
-        rows = rank_articles(session, vector, model=embedder.model_name, limit=limit, weights=weights,
-                             retrieval=fused, now=now, tsquery=lexical.any_term, and_tsquery=lexical.all_terms,
-                             lexemes=lexical.terms, source_prefix=source_prefix)
+        try:
+            with session.begin_nested():  # a cancelled statement spoils only this savepoint
+                rows = rank_articles(session, vector, model=embedder.model_name, limit=limit, weights=weights,
+                                     retrieval=fused, now=now, tsquery=lexical.any_term,
+                                     and_tsquery=lexical.all_terms, lexemes=lexical.terms,
+                                     source_prefix=source_prefix)
+        except OperationalError as exc:
+            if mode != "hybrid" or getattr(exc.orig, "sqlstate", None) != QUERY_CANCELED:
+                raise
+            # A query of only common words can take BM25 past the timeout on a large base: the vector leg
+            # alone still answers (exactly, and fast), and the outcome says what was left out.
+            log.warning("hybrid search timed out in its keyword leg; answering by vector alone")
+            session.execute(SET_TIMEOUT_SQL, {"ms": previous_timeout})
+            rows = rank_articles(session, vector, model=embedder.model_name, limit=limit, weights=weights,
+                                 retrieval=replace(retrieval, mode="vector"), now=now, source_prefix=source_prefix)
+            mode, degraded = "vector", DEGRADED_LEXICAL
     session.execute(SET_TIMEOUT_SQL, {"ms": previous_timeout})
     match = ("and" if and_matches >= limit else "or") if lexical.any_term else None
     return SearchOutcome([_to_result(row, query) for row in rows], mode, degraded,

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from service.db.models import Article, Ticket, TicketAnswer, TicketCitation, TicketMessage
 from service.knowledge.sections import PATH_SEPARATOR as SECTION_SEPARATOR
 from service.providers.llm import ChatModel, LLMError
-from service.retrieval.search import SearchResult, run_search
+from service.retrieval.search import DEGRADED_EMBEDDING, SearchResult, run_search
 from service.runtime import Runtime
 from service.tickets.answering import (
     HANDOFF_MESSAGE,
@@ -188,7 +188,7 @@ def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: i
                              retrieval=runtime.retrieval)
         results = outcome.results
         retrieval_ms = (time.perf_counter() - retrieval_started) * 1000
-        if outcome.degraded:
+        if outcome.degraded == DEGRADED_EMBEDDING:  # no cosine to gate on: every word must match
             gate = decide_answerability_by_keywords(len(results), outcome.all_words_matches > 0)
         else:
             gate = decide_answerability([r.similarity for r in results if r.similarity is not None],
