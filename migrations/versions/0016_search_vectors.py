@@ -34,13 +34,15 @@ branch_labels = None
 depends_on = None
 
 SECTION_HALF = "l2_normalize(n.embedding)::halfvec"
+# The statement's new sections that have a vector, copied in (on insert, and again on update).
+INSERT_SECTIONS = f"""INSERT INTO search_vectors (article_id, section_id, embedding_model, embedding_half)
+    SELECT n.article_id, n.id, n.embedding_model, {SECTION_HALF}
+    FROM new_rows n WHERE n.embedding IS NOT NULL AND n.embedding_model IS NOT NULL;"""
 
 FUNCTIONS = f"""
 CREATE FUNCTION search_vectors_sections_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO search_vectors (article_id, section_id, embedding_model, embedding_half)
-    SELECT n.article_id, n.id, n.embedding_model, {SECTION_HALF}
-    FROM new_rows n WHERE n.embedding IS NOT NULL AND n.embedding_model IS NOT NULL;
+    {INSERT_SECTIONS}
     RETURN NULL;
 END $$;
 
@@ -54,9 +56,7 @@ END $$;
 CREATE FUNCTION search_vectors_sections_updated() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     DELETE FROM search_vectors v USING old_rows o WHERE v.section_id = o.id;
-    INSERT INTO search_vectors (article_id, section_id, embedding_model, embedding_half)
-    SELECT n.article_id, n.id, n.embedding_model, {SECTION_HALF}
-    FROM new_rows n WHERE n.embedding IS NOT NULL AND n.embedding_model IS NOT NULL;
+    {INSERT_SECTIONS}
     RETURN NULL;
 END $$;
 
