@@ -6,8 +6,9 @@ One statement per retrieval mode, assembled from named CTE fragments by ``build_
 - ``vector_leg``: an article's similarity is the best of its own vector's and its sections' cosine
   (``granularity="article"``: its own vector only), and which section that was. By default the scan reads
   the half-precision vectors and re-scores the candidates in full precision (service.retrieval.vector_legs);
-- ``lexical_ranked``: exact BM25 (service.retrieval.bm25). Hybrid: of every full-text match (no LIMIT; the
-  caller's statement_timeout bounds it). Lexical mode: of every match that can reach the top-k by the formula,
+- ``lexical_ranked``: exact BM25 (service.retrieval.bm25). Convex and RRF hybrid: of every full-text match (no
+  LIMIT; the caller's statement_timeout bounds it). Z-score and min-max hybrid: of the pool's articles
+  (service.retrieval.pool). Lexical mode: of every match that can reach the top-k by the formula,
   recency × importance included (service.retrieval.bm25_prune proves which), so ``eligible`` is then just the
   top-k, and a query vector only reports their cosine and best section (no vector rank: it does not rank);
 - ``fused``: the relevance that enters ``score = relevance×w_s + recency×w_r×importance``;
@@ -191,15 +192,14 @@ def build_statement(mode: str, *, fusion: str = "convex", granularity: str = "se
         raise ValueError(f"precision {precision!r} does not apply to {mode}/{fusion}")
     precision = (precision or statement_precision(mode, fusion, with_vector)) if with_vector else None
     lexical = mode != "vector"
-    pooled = mode == "hybrid" and fusion in NORMALISED and with_vector
-    # The pool reads the vector leg's spread off the half-precision scan in both precisions: same numbers.
-    ctes = [_eligible(precision="half" if pooled else precision, granularity=granularity,
-                      lexical_only=mode == "lexical",
-                      candidates=candidates)]
+    pooled = mode == "hybrid" and fusion in NORMALISED
     if mode == "lexical":
         ctes, precision = _lexical_ctes(with_vector=with_vector, granularity=granularity), None
     else:
-        ctes += _vector_ctes(mode, fusion, granularity, precision)
+        # The pool reads the vector leg's spread off the half-precision scan in both precisions: same numbers.
+        eligible = _eligible(precision="half" if pooled else precision, granularity=granularity,
+                             lexical_only=False, candidates=candidates)
+        ctes = [eligible, *_vector_ctes(mode, fusion, granularity, precision)]
     # Among the approximate mode's candidates, a rank by similarity would not be the rank among all articles.
     rank = vector_rank(granularity, precision) if precision and not candidates else None
     sql = "WITH " + ",\n".join(ctes) + ",\n" + _final_select(lexical=lexical, rank=rank)
