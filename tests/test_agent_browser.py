@@ -142,7 +142,7 @@ def test_6_the_customers_email_reply_piped_in_reopens_the_ticket(served, story, 
     answer["Subject"], answer["Message-ID"] = f"Re: {reply['Subject']}", "<bo-1@customer.test>"
     answer["In-Reply-To"], answer["References"] = reply["Message-ID"], f"{reply['References']} {reply['Message-ID']}"
     answer.set_content("It has been a week and nothing arrived.\n\n"
-                       f"On Tue, Dec 1, 2026 at 10:00 AM Support <support@example.com> wrote:\n"
+                       "On Tue, Dec 1, 2026 at 10:00 AM Support <support@example.com> wrote:\n"
                        + "".join(f"> {line}\n" for line in reply.get_content().splitlines()))
     done = subprocess.run([str(SUPPORTRAG), "mail", "pipe"], env=served["env"], input=bytes(answer),
                           capture_output=True, timeout=300)
