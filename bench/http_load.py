@@ -7,9 +7,9 @@ stores them, under the local MiniLM's model name so the service searches them): 
 same source, which the server embeds itself) or clustered vectors around the real MiniLM vectors of ``TOPICS``
 (the questions are about those topics). Then starts `supportrag serve` twice on that database, once with the
 default exact search and once with the opt-in approximate mode (SEARCH_APPROXIMATE=1, after
-``supportrag db hnsw``'s indexes are built), and for each of ``--clients`` concurrent clients posts questions
-for ``--seconds``: req/s, p50/p99 latency, errors. Prints one JSON line per run and a summary; appends the
-summary to bench/results/http.jsonl.
+``supportrag db hnsw``'s indexes are built; ``--mode vector`` only: the approximate mode is vector mode's), and
+for each of ``--clients`` concurrent clients posts questions for ``--seconds``: req/s, p50/p99 latency, errors.
+Prints one JSON line per run and a summary; appends the summary to bench/results/http.jsonl.
 """
 
 from __future__ import annotations
@@ -169,6 +169,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--clients", default="1,8,32")
     parser.add_argument("--real", action="store_true", help="real text embeddings and held-out real questions")
+    parser.add_argument("--mode", choices=("vector", "lexical", "hybrid"), default=Settings().retrieval_mode,
+                        help="RETRIEVAL_MODE of the servers (default: the service's). The approximate mode exists "
+                             "in vector mode only, so other modes time the exact search alone")
     args = parser.parse_args()
     base_url = resolve_database_url(Settings.from_env())
     name = f"bench_http_{uuid.uuid4().hex[:8]}"
@@ -177,14 +180,17 @@ def main() -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = sa.make_url(base_url).set(database=name).render_as_string(hide_password=False)
     summary: dict = {"articles": args.articles, "sections": args.articles * args.sections_per_article,
-                     "data": "real" if args.real else "topics"}
+                     "data": "real" if args.real else "topics", "mode": args.mode}
+    strategies = [("exact", {})]
+    if args.mode == "vector":
+        strategies.append(("approximate", {"SEARCH_APPROXIMATE": "1"}))
     try:
         engine = create_engine(url, pool_size=1)
         upgrade_database(engine)
         engine.dispose()
         questions = load_corpus(url, args, LocalEmbedder())
-        for strategy, env in (("exact", {}), ("approximate", {"SEARCH_APPROXIMATE": "1"})):
-            process, base = start_server(url, env)
+        for strategy, env in strategies:
+            process, base = start_server(url, {"RETRIEVAL_MODE": args.mode, **env})
             try:
                 for question in questions:  # warm: every worker's model and cache, the table in memory
                     post_search(base, question)
