@@ -135,8 +135,12 @@ def lexical_leg(rows: str) -> str:
     """The CTE ``lexical`` (id, lexical_score, lexical_section_id): the exact BM25 of every article of the CTE
     ``rows`` (an ``id`` column) that a query term matches, no pruning (the hybrid statements' leg, or the exact
     BM25 of a few chosen articles). Binds :terms, :tsquery, :bm25_k1, :bm25_b."""
-    return f"""{BM25_QUERY},
-lexical_articles AS MATERIALIZED (
+    return f"{BM25_QUERY},\n{lexical_scores(rows)}"
+
+
+def lexical_scores(rows: str) -> str:
+    """``lexical_leg`` without ``bm25_query``, for a statement that already has it (the hybrid pool's)."""
+    return f"""lexical_articles AS MATERIALIZED (
     SELECT kb.id, kb.search_vector, kb.bm25_length
     FROM knowledge_base kb JOIN {rows} e ON e.id = kb.id
     WHERE kb.search_vector @@ CAST(:tsquery AS tsquery)

@@ -17,7 +17,7 @@ vector leg's spread from ``half_leg``, so both fuse the same numbers.
 
 from __future__ import annotations
 
-from service.retrieval.bm25 import score_articles
+from service.retrieval.bm25 import lexical_scores
 from service.retrieval.bm25_prune import lexical_top_leg
 from service.retrieval.fusion import FUSED, spreads
 from service.retrieval.vector_legs import exact_leg, half_leg
@@ -43,12 +43,7 @@ pool_rows AS MATERIALIZED (
 
 # Every pool article's exact BM25 (the vector half's too: a handful of articles, scored directly); its rank by
 # BM25 among all articles is known when it is in the lexical half (its place there), else NULL.
-_POOL_BM25 = f"""pool_lexical_articles AS MATERIALIZED (
-    SELECT kb.id, kb.search_vector, kb.bm25_length
-    FROM knowledge_base kb JOIN pool_rows e ON e.id = kb.id
-    WHERE kb.search_vector @@ CAST(:tsquery AS tsquery)
-),
-{score_articles("lexical", "pool_lexical_articles")},
+_POOL_BM25 = f"""{lexical_scores("pool_rows")},
 lexical_ranked AS (
     SELECT l.id, l.lexical_score, l.lexical_section_id, p.lexical_rank
     FROM lexical l LEFT JOIN pool_lexical p ON p.id = l.id
