@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import sqlalchemy as sa
 from benchlib import report
+from realdata import DEFAULT_SOURCE, read_texts
 from sqlalchemy.orm import Session
 
 from service.config import Settings
@@ -45,19 +46,31 @@ WORDS = ("account password refund order shipping invoice billing login reset ema
          "subscription cancel upgrade plan payment card address tracking support agent help").split()
 
 
-def section_rows(rng: np.random.Generator, article_id: int, count: int, start: int) -> list[dict]:
+SYNTHETIC_CONTENT = ["text " * 60]  # one word: its tsvector is one lexeme
+
+
+def real_contents(count: int) -> list[str]:
+    """Sections of real text: four npm package summaries each (bench/realdata.py's source), ~300 characters."""
+    texts = read_texts(DEFAULT_SOURCE)
+    return [" ".join(texts[4 * i:4 * i + 4]) for i in range(count)]
+
+
+def section_rows(rng: np.random.Generator, article_id: int, count: int, start: int,
+                 contents: list[str] = SYNTHETIC_CONTENT) -> list[dict]:
     vectors = rng.standard_normal((count, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    return [{"article_id": article_id, "ordinal": start + i, "heading_path": ["Part"], "content": "text " * 60,
+    return [{"article_id": article_id, "ordinal": start + i, "heading_path": ["Part"],
+             "content": contents[(start + i) % len(contents)],
              "char_start": 0, "char_end": 300, "kind": "text", "content_sha256": f"{start + i}",
              "embedding": vectors[i], "embedding_model": "bench-model"} for i in range(count)]
 
 
-def rows_per_second(session: Session, rng: np.random.Generator, method: str, rows: int) -> float:
+def rows_per_second(session: Session, rng: np.random.Generator, method: str, rows: int,
+                    contents: list[str] = SYNTHETIC_CONTENT) -> float:
     """Write ``rows`` sections with ``method`` inside one transaction (rolled back); rows/s."""
     article_id = session.execute(sa.text(
         "INSERT INTO knowledge_base (title, content) VALUES ('bench', 'bench') RETURNING id")).scalar_one()
-    data = section_rows(rng, article_id, rows, 0)
+    data = section_rows(rng, article_id, rows, 0, contents)
     started = time.perf_counter()
     if method == "insert":
         for row in data:
@@ -107,14 +120,17 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=5000)
     parser.add_argument("--articles", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3, help="runs per method; the best counts")
+    parser.add_argument("--real-text", action="store_true",
+                        help="sections of real text (npm summaries) instead of one repeated word")
     args = parser.parse_args()
     rng = np.random.default_rng(1)
     base_url = resolve_database_url(Settings.from_env())
-    result: dict = {"rows": args.rows}
+    contents = real_contents(args.rows) if args.real_text else SYNTHETIC_CONTENT
+    result: dict = {"rows": args.rows, "text": "real" if args.real_text else "synthetic"}
     with throwaway_schema(base_url, "bench_ingest") as engine:
         with Session(engine) as session:
             for method in ("insert", "executemany", "copy"):  # the best of --repeat: a shared machine's noise
-                result[f"{method}_rows_per_s"] = max(rows_per_second(session, rng, method, args.rows)
+                result[f"{method}_rows_per_s"] = max(rows_per_second(session, rng, method, args.rows, contents)
                                                      for _ in range(args.repeat))
         result["copy_vs_insert"] = round(result["copy_rows_per_s"] / result["insert_rows_per_s"], 1)
         result.update(section_row_size(engine, rng, args.rows))

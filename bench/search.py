@@ -35,6 +35,7 @@ from psycopg import sql
 from sqlalchemy.orm import Session
 
 from service.config import Settings
+from service.db.models import TITLE_MAX
 from service.db.engine import create_engine, resolve_database_url
 from service.db.migrate import upgrade_database
 from service.retrieval.ranking import RankingWeights
@@ -91,6 +92,9 @@ class SyntheticVectors:
     def section_text(self, article: int, ordinal: int) -> str:
         return f"section {ordinal}"
 
+    def card_text(self, article: int) -> tuple[str, str]:
+        return f"article {article}", "content"
+
 
 # bench/realdata.py's defaults: one pool, embedded once; a corpus is its first N vectors (--seed is the boosts')
 REAL_POOL, REAL_QUERIES, REAL_SEED = 60_000, 200, 7
@@ -121,6 +125,12 @@ class RealVectorSource:
         """The real text the section's vector embeds."""
         return self.texts[self.groups[article, ordinal + 1]]
 
+    def card_text(self, article: int) -> tuple[str, str]:
+        """Title and content: the text the card's vector embeds, and every text of the article (so a section's
+        words are in its card, as the service stores articles: the BM25 leg finds candidates by the card)."""
+        row = self.groups[article]
+        return self.texts[row[0]][:TITLE_MAX], "\n\n".join(self.texts[i] for i in row)
+
 
 def draw_boost(rng: np.random.Generator, boosts: str, now: datetime) -> tuple[float, datetime]:
     """An article's importance and creation date under one of the boost distributions."""
@@ -142,7 +152,8 @@ def load(conn, rng: np.random.Generator, articles: int, per_article: int, source
             cards = source.cards(start, min(10_000, articles - start))
             for offset, card in enumerate(cards):
                 importance, created = draw_boost(rng, boosts, now)
-                copy.write_row((start + offset + 1, f"article {start + offset}", "content", pad(card),
+                title, content = source.card_text(start + offset)
+                copy.write_row((start + offset + 1, title, content, pad(card),
                                 HalfVector(card / np.linalg.norm(card)), model, importance, created))
     columns = ("article_id, ordinal, heading_path, content, char_start, char_end, content_sha256, embedding, "
                "embedding_model")
