@@ -1,4 +1,8 @@
-"""What every benchmark does with its result: print one JSON line and append it to its results file."""
+"""What every benchmark does with its result: print one JSON line and append it to a results file.
+
+A run changes no tracked file: lines go to ``artifacts/bench/`` (ignored by git). The figures the README cites are
+committed by copying the lines into ``bench/results/`` on purpose.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts" / "bench"
+
 
 def report(results_file: Path, result: dict[str, Any]) -> None:
-    """Print ``result`` as one JSON line and append the same line to ``results_file``."""
+    """Print ``result`` as one JSON line and append the same line to ``artifacts/bench/<results_file's name>``."""
     line = json.dumps(result)
     print(line)
-    results_file.parent.mkdir(parents=True, exist_ok=True)
-    with results_file.open("a") as out:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with (ARTIFACTS / results_file.name).open("a") as out:
         out.write(line + "\n")

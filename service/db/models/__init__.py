@@ -3,7 +3,7 @@
 Import from here (``from service.db.models import Article``); the submodules split the tables by aggregate:
 ``base`` (declarative base, column types, app state), ``knowledge``, ``bm25`` (its statistics), ``tickets``,
 ``accounts``, ``agents`` (thread, transitions, drafts, outbox, canned replies), ``learning`` (candidates, importance
-proposals and the importance audit log), ``search_vectors`` (what the exact scan reads, kept by triggers).
+proposals and the importance audit log), ``search_vectors`` (what the exact scan reads, kept by triggers), ``ticket_vectors`` (ticket questions).
 """
 
 from service.db.models.accounts import (
@@ -52,6 +52,7 @@ from service.db.models.learning import (
     ImportanceProposal,
 )
 from service.db.models.search_vectors import search_vectors
+from service.db.models.ticket_vectors import ticket_vectors
 from service.db.models.tickets import (
     ANSWER_MODES,
     ESCALATION_REASONS,
@@ -72,5 +73,5 @@ __all__ = [
     "AdminSession", "AdminUser", "AnswerFeedback", "ApiToken", "AppState", "Article", "ArticleSection", "Base", "BinaryVector",
     "Bm25Term", "Bm25Totals",
     "LoginThrottle", "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation",
-    "length_between", "search_vectors",
+    "length_between", "search_vectors", "ticket_vectors",
 ]

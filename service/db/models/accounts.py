@@ -28,6 +28,10 @@ class AdminUser(Base):
     )
     last_login_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
     role: Mapped[str] = mapped_column(sa.Text, nullable=False, server_default="admin")
+    # What customers see on replies (never the login name), where notifications go, and whether to send them.
+    display_name: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    email: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    notify_by_email: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, server_default=sa.true())
 
     __table_args__ = (
         sa.CheckConstraint(length_between("username", 1, USERNAME_MAX), name="admin_users_username_length"),

@@ -115,6 +115,10 @@ class MailOutbox(Base):
     sent_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
     last_error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     created_at: Mapped[datetime] = _now()
+    # The display name in From (an agent's, or "Support"); failed_at: given up on; locked_until: a worker's lease.
+    from_name: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    failed_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
+    locked_until: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
 
     __table_args__ = (
         sa.Index("mail_outbox_due", "next_attempt_at", postgresql_where=sa.text("sent_at IS NULL")),

@@ -1,0 +1,25 @@
+"""``ticket_vectors`` (migration 0018): one vector per ticket question, for "similar solved tickets".
+
+Written when a ticket is answered or escalated; ``solved_at`` is copied from the ticket when it is solved (and
+cleared when it reopens), so a filtered index or scan over solved tickets needs no join. A plain table: no row is
+ever loaded as an object on the hot path.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from pgvector.sqlalchemy import HALFVEC
+
+from service.db.models.base import Base
+
+ticket_vectors = sa.Table(
+    "ticket_vectors",
+    Base.metadata,
+    sa.Column("ticket_id", sa.BigInteger, sa.ForeignKey("tickets.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("embedding_model", sa.Text, nullable=False),
+    # Unit length, the model's own width, half precision.
+    sa.Column("embedding", HALFVEC(), nullable=False),
+    sa.Column("solved_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
+    sa.Index("ticket_vectors_solved", "solved_at", postgresql_where=sa.text("solved_at IS NOT NULL")),
+)
