@@ -7,6 +7,8 @@
   a worker holds while it talks SMTP outside any transaction.
 - ``ticket_vectors``: one vector per ticket question (the model's width, unit length, half precision), with the
   ticket's ``solved_at`` copied in so that a filtered index needs no join ("similar solved tickets").
+- ``ticket_attachments``: files carried by a thread message (inbound e-mail, or an agent's reply), stored in
+  PostgreSQL with their size and SHA-256.
 
 Revision ID: 0018
 Revises: 0017
@@ -39,11 +41,25 @@ def upgrade() -> None:
         sa.Column("solved_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
     )
+    op.create_table(
+        "ticket_attachments",
+        sa.Column("id", sa.BigInteger, sa.Identity(always=False), primary_key=True),
+        sa.Column("message_id", sa.BigInteger, sa.ForeignKey("ticket_messages.id", ondelete="CASCADE"),
+                  nullable=False),
+        sa.Column("filename", sa.Text, nullable=False),
+        sa.Column("content_type", sa.Text, nullable=False),
+        sa.Column("size", sa.Integer, nullable=False),
+        sa.Column("sha256", sa.Text, nullable=False),
+        sa.Column("content", sa.LargeBinary, nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
+    )
+    op.create_index("ticket_attachments_message", "ticket_attachments", ["message_id"])
     op.create_index("ticket_vectors_solved", "ticket_vectors", ["solved_at"],
                     postgresql_where=sa.text("solved_at IS NOT NULL"))
 
 
 def downgrade() -> None:
+    op.drop_table("ticket_attachments")
     op.drop_table("ticket_vectors")
     for column in ("locked_until", "failed_at", "from_name"):
         op.drop_column("mail_outbox", column)

@@ -23,6 +23,7 @@ from service.db.models.agents import (
     WORK_STATES,
     CannedReply,
     MailOutbox,
+    TicketAttachment,
     TicketDraft,
     TicketMessage,
     TicketTransition,
@@ -65,7 +66,7 @@ from service.db.models.tickets import (
 
 __all__ = [
     "ANSWER_MODES", "CHANNELS", "DRAFT_REPLACED_AT", "MESSAGE_KINDS", "ROLES", "WORK_STATES",
-    "CannedReply", "MailOutbox", "TicketDraft", "TicketMessage", "TicketTransition",
+    "CannedReply", "MailOutbox", "TicketAttachment", "TicketDraft", "TicketMessage", "TicketTransition",
     "CATEGORY_MAX", "CONTENT_MAX", "ESCALATION_REASONS", "IMPORTANCE_DECIMALS", "IMPORTANCE_MAX", "IMPORTANCE_MIN",
     "CANDIDATE_ACTIONS", "CANDIDATE_SOURCES", "CANDIDATE_STATUSES", "IMPORTANCE_CHANGE_REASONS", "PROPOSAL_STATUSES",
     "ArticleCandidate", "ImportanceChange", "ImportanceProposal",

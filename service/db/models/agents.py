@@ -126,6 +126,24 @@ class MailOutbox(Base):
     )
 
 
+class TicketAttachment(Base):
+    """A file carried by a thread message (an inbound e-mail's part, or an agent's reply), kept in PostgreSQL."""
+
+    __tablename__ = "ticket_attachments"
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=False), primary_key=True)
+    message_id: Mapped[int] = mapped_column(sa.BigInteger, sa.ForeignKey("ticket_messages.id", ondelete="CASCADE"),
+                                            nullable=False)
+    filename: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    content_type: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    size: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    sha256: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    content: Mapped[bytes] = mapped_column(sa.LargeBinary, nullable=False, deferred=True)
+    created_at: Mapped[datetime] = _now()
+
+    __table_args__ = (sa.Index("ticket_attachments_message", "message_id"),)
+
+
 class CannedReply(Base):
     """A saved reply agents insert into the composer; ``{customer_email}`` and ``{ticket_ref}`` are filled in."""
 
