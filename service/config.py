@@ -175,6 +175,13 @@ class Settings:
     mail_from: str = "support@localhost"
     mail_reply_to: str | None = None  # e.g. support+{token}@example.com
     inbound_email_secret: str | None = field(default=None, repr=False)
+    # Outbound mail (issue 24, mail-out; docs/email-outbound.md): give-up point, worker lease, relay limit, files.
+    mail_max_attempts: int = 32  # temporary failures before an e-mail is failed: 32 ≈ 24 h of backoff
+    mail_lease_seconds: int = 300  # a worker's claim on an e-mail while it talks SMTP (longer than its timeout)
+    mail_ack_per_address_per_hour: int = 3  # acknowledgements to one address per hour (0: none at all)
+    reply_attachment_max_bytes: int = 5 * 1024 * 1024  # one file attached to an agent's reply
+    reply_attachments_max_bytes: int = 10 * 1024 * 1024  # all files of one reply together
+    reply_attachments_max_files: int = 10
     # The knowledge loop (README "Learning from tickets").
     importance_window_days: int = 30
     importance_min_outcomes: int = 5
@@ -262,6 +269,13 @@ class Settings:
             mail_from=env.get("MAIL_FROM") or "support@localhost",
             mail_reply_to=env.get("MAIL_REPLY_TO") or None,
             inbound_email_secret=env.get("INBOUND_EMAIL_SECRET") or None,
+            # Outbound mail (issue 24, mail-out).
+            mail_max_attempts=_int(env, "MAIL_MAX_ATTEMPTS", 32),
+            mail_lease_seconds=_int(env, "MAIL_LEASE_SECONDS", 300),
+            mail_ack_per_address_per_hour=_int(env, "MAIL_ACK_PER_ADDRESS_PER_HOUR", 3),
+            reply_attachment_max_bytes=_int(env, "REPLY_ATTACHMENT_MAX_BYTES", 5 * 1024 * 1024),
+            reply_attachments_max_bytes=_int(env, "REPLY_ATTACHMENTS_MAX_BYTES", 10 * 1024 * 1024),
+            reply_attachments_max_files=_int(env, "REPLY_ATTACHMENTS_MAX_FILES", 10),
             importance_window_days=_int(env, "IMPORTANCE_WINDOW_DAYS", 30),
             importance_min_outcomes=_int(env, "IMPORTANCE_MIN_OUTCOMES", 5),
             importance_max_step=_float(env, "IMPORTANCE_MAX_STEP", 0.25),
@@ -333,6 +347,17 @@ class Settings:
             raise ConfigError("MAIL_REPLY_TO must contain {token} once, e.g. support+{token}@example.com")
         if any(c in (self.mail_from + (self.mail_reply_to or "")) for c in "\r\n"):
             raise ConfigError("MAIL_FROM and MAIL_REPLY_TO must be one line")
+        # Outbound mail (issue 24, mail-out).
+        if not 1 <= self.mail_max_attempts <= 1000:
+            raise ConfigError("MAIL_MAX_ATTEMPTS must be between 1 and 1000")
+        if not 30 <= self.mail_lease_seconds <= 86400:
+            raise ConfigError("MAIL_LEASE_SECONDS must be between 30 and 86400 (longer than an SMTP conversation)")
+        if self.mail_ack_per_address_per_hour < 0:
+            raise ConfigError("MAIL_ACK_PER_ADDRESS_PER_HOUR must not be negative")
+        if not 1 <= self.reply_attachment_max_bytes <= self.reply_attachments_max_bytes or \
+                self.reply_attachments_max_files < 0:
+            raise ConfigError("REPLY_ATTACHMENT_MAX_BYTES must be at least 1 and at most REPLY_ATTACHMENTS_MAX_BYTES; "
+                              "REPLY_ATTACHMENTS_MAX_FILES must not be negative")
         if not 1 <= self.importance_window_days <= 3650 or self.importance_min_outcomes < 1:
             raise ConfigError("IMPORTANCE_WINDOW_DAYS must be 1-3650 and IMPORTANCE_MIN_OUTCOMES at least 1")
         if not 0 < self.importance_max_step <= 2:

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from service.cli.main import main
 from service.db.models import MailOutbox, Ticket, TicketMessage
 from service.mail.inbound import parse_email, strip_quoted
-from service.mail.outbox import deliver_due_mail
+from service.mail.delivery import deliver_due_mail
 
 from .helpers import assert_error
 from .smtp_server import SmtpSink
@@ -41,7 +41,7 @@ def mailing(seeded, smtp):
 
 def deliver(runtime):
     """One worker pass, as the mail worker makes it."""
-    from service.mail.outbox import SmtpTransport
+    from service.mail.transport import SmtpTransport
 
     return deliver_due_mail(runtime.session, runtime.settings, SmtpTransport(runtime.settings, timeout=5))
 
@@ -239,7 +239,7 @@ def test_two_workers_at_once_send_each_email_exactly_once(db_engine, cli_env, sm
     import threading
 
     from service.config import Settings
-    from service.mail.outbox import SmtpTransport
+    from service.mail.transport import SmtpTransport
     from service.runtime import Runtime
 
     runtime = Runtime.start(dataclasses.replace(Settings.from_env(), smtp_host="127.0.0.1", smtp_port=smtp.port),

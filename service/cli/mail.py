@@ -1,9 +1,11 @@
-"""``supportrag mail …``: deliver an e-mail from the mail server (pipe) and send the outbox (worker)."""
+"""``supportrag mail …``: deliver an e-mail from the mail server (pipe), send the outbox (worker), and see or
+retry failed e-mails (status, retry)."""
 
 from __future__ import annotations
 
 import json
 import sys
+from datetime import timezone
 from urllib.parse import quote
 
 import click
@@ -12,6 +14,7 @@ from sqlalchemy.exc import OperationalError
 from service.cli.context import connect
 from service.config import Settings
 from service.mail.inbound import receive_email
+from service.mail.outbox import NotFailed, OutboxNotFound, failed_mail, outbox_counts, retry_failed_mail
 from service.mail.worker import MailWorker
 
 EX_TEMPFAIL = 75  # sysexits.h: Postfix and Exim keep the message and retry later
@@ -60,3 +63,33 @@ def worker(once: bool) -> None:
         mail_worker.run_forever()
     except KeyboardInterrupt:
         pass
+
+
+@mail.command("status")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000), help="Failed e-mails listed.")
+def status(limit: int) -> None:
+    """The outbox: queued, being sent, failed (each with its reason) and sent in the last 24 hours."""
+    runtime = connect(seed=False)
+    with runtime.session() as session:
+        counts, failed = outbox_counts(session), failed_mail(session, limit=limit)
+    click.echo(f"queued {counts.queued}, sending {counts.sending}, failed {counts.failed}, "
+               f"sent in the last 24 h {counts.sent_last_day}")
+    for f in failed:
+        ticket = f"T-{f.ticket_id}" if f.ticket_id else "no ticket"
+        click.echo(f"failed #{f.outbox_id} {ticket} to {f.to_address} after {f.attempts} attempt(s), "
+                   f"{f.failed_at.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC: {f.error or 'no reason recorded'}")
+    if failed:
+        click.echo("retry one with: supportrag mail retry ID")
+
+
+@mail.command("retry")
+@click.argument("outbox_id", type=click.IntRange(1, 2**63 - 1))
+def retry(outbox_id: int) -> None:
+    """Send a failed e-mail again from its first attempt (the worker picks it up)."""
+    runtime = connect(seed=False)
+    try:
+        with runtime.session() as session:
+            retry_failed_mail(session, outbox_id)
+    except (OutboxNotFound, NotFailed) as exc:
+        raise click.ClickException(str(exc) if isinstance(exc, NotFailed) else f"no e-mail {outbox_id}") from None
+    click.echo(f"e-mail {outbox_id} queued again")

@@ -1,4 +1,5 @@
-"""E-mail: composing and queueing outgoing mail (the outbox), the worker that sends it, inbound parsing.
+"""Outbound e-mail: compose, the outbox, transport (SMTP), delivery and its worker; below service.tickets.
 
-May import service.db, service.tickets and service.config; nothing here imports service.web.
+May import service.db and service.config (and service.runtime for the worker); never service.tickets or
+service.web. Inbound e-mail (service.mail.inbound, moving to service.intake) is the exception until it moves.
 """

@@ -1,16 +1,36 @@
-"""Building outgoing e-mails safely: one-line headers, stored Message-IDs, reply addresses with a token."""
+"""Building outgoing e-mails safely: one-line headers, stored Message-IDs, reply addresses with a token, a Date,
+the sender's display name, and attached files as MIME parts."""
 
 from __future__ import annotations
 
 import re
 import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from email.errors import HeaderParseError
+from email.headerregistry import Address
 from email.message import EmailMessage
-from email.utils import make_msgid
+from email.utils import format_datetime, make_msgid, parseaddr
 
 from service.config import Settings
 
 _LINE_BREAKS = re.compile(r"[\r\n\x00\x0b\x0c\x1c-\x1f\x85\u2028\u2029]+")
 TOKEN_PATTERN = "[A-Za-z0-9_-]{16,64}"
+_ADDR_SPEC = re.compile(r"[^@\s<>(),;:\\\"\[\]]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?")
+_MIME_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
+
+
+class InvalidAddress(ValueError):
+    """An address no mail server could deliver to: sending it can never succeed."""
+
+
+@dataclass(frozen=True)
+class FilePart:
+    """A file to attach: its name, MIME type and bytes."""
+
+    filename: str
+    content_type: str
+    content: bytes
 
 
 def one_line(value: str) -> str:
@@ -49,14 +69,45 @@ def token_from_address(settings: Settings, address: str) -> str | None:
     return match.group(1) if match else None
 
 
+def checked_address(address: str) -> str:
+    """``address`` as one addr-spec, or InvalidAddress (no display name, no list, no line break)."""
+    value = address.strip()
+    if not _ADDR_SPEC.fullmatch(value):
+        raise InvalidAddress(f"not a deliverable address: {value[:200]!r}")
+    return value
+
+
+def sender_header(mail_from: str, from_name: str | None) -> str | Address:
+    """MAIL_FROM as configured, or its address under ``from_name`` (an agent's display name, quoted safely)."""
+    if not from_name:
+        return one_line(mail_from)
+    try:
+        return Address(display_name=one_line(from_name), addr_spec=parseaddr(one_line(mail_from))[1])
+    except (HeaderParseError, ValueError, IndexError):  # a MAIL_FROM without a plain address: keep it as set
+        return one_line(mail_from)
+
+
+def attach_files(message: EmailMessage, files: list[FilePart]) -> None:
+    """Each file as an ``attachment`` part (the body becomes the first part of a multipart/mixed)."""
+    for part in files:
+        kind = part.content_type.lower() if _MIME_TYPE.fullmatch(part.content_type.lower()) else ""
+        maintype, _, subtype = (kind or "application/octet-stream").partition("/")
+        message.add_attachment(part.content, maintype=maintype, subtype=subtype, filename=one_line(part.filename))
+
+
 def build_email(*, sender: str, to: str, subject: str, body: str, message_id: str, reply_to: str | None = None,
                 in_reply_to: str | None = None, references: str | None = None,
-                auto_submitted: str | None = None) -> EmailMessage:
-    """A plain-text e-mail; every header value is made one line first (no header injection)."""
+                auto_submitted: str | None = None, from_name: str | None = None, date: datetime | None = None,
+                files: list[FilePart] | None = None) -> EmailMessage:
+    """A plain-text e-mail (files attached); every header value is made one line first (no header injection).
+
+    ``date`` is when the message was queued (RFC 5322: when it was ready to send), kept the same on every retry.
+    """
     message = EmailMessage()
-    message["From"] = one_line(sender)
-    message["To"] = one_line(to)
+    message["From"] = sender_header(sender, from_name)
+    message["To"] = checked_address(to)
     message["Subject"] = one_line(subject)
+    message["Date"] = format_datetime(date) if date is not None else format_datetime(datetime.now().astimezone())
     message["Message-ID"] = one_line(message_id)
     if reply_to:
         message["Reply-To"] = one_line(reply_to)
@@ -67,4 +118,5 @@ def build_email(*, sender: str, to: str, subject: str, body: str, message_id: st
     if auto_submitted:  # RFC 3834: the acknowledgement is automatic, so auto-responders do not answer it
         message["Auto-Submitted"] = one_line(auto_submitted)
     message.set_content(body)
+    attach_files(message, files or [])
     return message

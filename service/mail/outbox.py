@@ -1,68 +1,70 @@
 """The transactional outbox: an e-mail is a row committed with the message it carries; a worker sends it.
 
-``deliver_due_mail`` sends each due row inside the transaction that holds its row lock (SKIP LOCKED), so two
-workers never send the same row; a failure is recorded and retried with exponential backoff. A crash between
-the SMTP server accepting a message and the commit would send it again: delivery is at-least-once at the
-protocol level, exactly once whenever the process survives.
+This module is the data side: queueing (``enqueue_mail``), what became of each e-mail (``mail_states``), failed
+mail (``failed_mail``, ``retry_failed_mail``) and the counts ``mail status`` prints. Sending is
+``service.mail.delivery``.
 """
 
 from __future__ import annotations
 
-import logging
-import smtplib
 from dataclasses import dataclass
-from email.message import EmailMessage
-from typing import Protocol
+from datetime import datetime
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from service.config import Settings
 from service.db.models import MailOutbox, Ticket, TicketMessage
-from service.mail.compose import build_email, new_message_id, new_reply_token, reply_address
+from service.mail.compose import new_message_id, new_reply_token, reply_address
 
-log = logging.getLogger(__name__)
-BACKOFF_BASE_SECONDS, BACKOFF_MAX_SECONDS = 15, 3600
 REFERENCES_MAX = 20
-MAIL_LOCK_KEY = 0x5375_7070_6D61_696C  # pg advisory lock: one sending worker per deployment
-SENT_ACKNOWLEDGEMENT = "(sent; the text is not kept because it carried the ticket's secret link)"
 
 
-class Transport(Protocol):
-    """Something that hands an e-mail to a mail server, or raises."""
-
-    def send(self, message: EmailMessage) -> None:
-        """Send or raise."""
+class OutboxNotFound(LookupError):
+    """No queued e-mail with that id."""
 
 
-class SmtpTransport:
-    """SMTP with the SMTP_* settings (STARTTLS and login when configured)."""
-
-    def __init__(self, settings: Settings, timeout: float = 15.0) -> None:
-        self.settings, self.timeout = settings, timeout
-
-    def send(self, message: EmailMessage) -> None:
-        """Open a connection, send, close."""
-        s = self.settings
-        with smtplib.SMTP(s.smtp_host, s.smtp_port, timeout=self.timeout) as smtp:
-            if s.smtp_starttls:
-                smtp.starttls()
-            if s.smtp_username:
-                smtp.login(s.smtp_username, s.smtp_password or "")
-            smtp.send_message(message)
+class NotFailed(ValueError):
+    """Only a failed e-mail can be retried (a queued one is still being tried, a sent one is gone)."""
 
 
 @dataclass(frozen=True)
-class Delivery:
-    """One worker pass: how many e-mails went out and how many failed (to be retried)."""
+class MailState:
+    """What became of one outgoing e-mail: ``queued`` (being tried), ``sent`` or ``failed`` (given up)."""
 
-    sent: int
+    outbox_id: int
+    status: str
+    attempts: int
+    error: str | None  # the last failure (for ``queued``: the last attempt's, while it is retried)
+    to_address: str
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"id": self.outbox_id, "status": self.status, "attempts": self.attempts, "error": self.error,
+                "to": self.to_address}
+
+
+@dataclass(frozen=True)
+class FailedMail:
+    """A failed e-mail as the workspace, ``/admin/mail`` and ``mail status`` list it."""
+
+    outbox_id: int
+    ticket_id: int | None
+    to_address: str
+    subject: str
+    attempts: int
+    error: str | None
+    failed_at: datetime
+
+
+@dataclass(frozen=True)
+class OutboxCounts:
+    """How many e-mails wait, are being sent (leased), failed, and were sent in the last 24 hours."""
+
+    queued: int
+    sending: int
     failed: int
-
-
-def backoff_seconds(attempts: int) -> int:
-    """Seconds before retry number ``attempts`` (15 s, 30 s, 60 s … at most an hour)."""
-    return min(BACKOFF_BASE_SECONDS * 2 ** max(attempts - 1, 0), BACKOFF_MAX_SECONDS)
+    sent_last_day: int
 
 
 def _thread_ids(session: Session, ticket_id: int, own_id: str | None) -> tuple[str | None, list[str]]:
@@ -77,8 +79,12 @@ def _thread_ids(session: Session, ticket_id: int, own_id: str | None) -> tuple[s
 
 
 def enqueue_mail(session: Session, settings: Settings, ticket: Ticket, *, subject: str, body: str,
-                 message_id: str | None = None, auto_submitted: str | None = None) -> MailOutbox | None:
-    """Queue an e-mail to the ticket's customer in the caller's transaction; None without SMTP or an address."""
+                 message_id: str | None = None, auto_submitted: str | None = None,
+                 from_name: str | None = None) -> MailOutbox | None:
+    """Queue an e-mail to the ticket's customer in the caller's transaction; None without SMTP or an address.
+
+    ``from_name`` is the display name in From (an agent's ``display_name or "Support"``); None keeps MAIL_FROM.
+    """
     if not settings.smtp_host or not ticket.customer_email:
         return None
     if ticket.reply_token is None:
@@ -88,52 +94,77 @@ def enqueue_mail(session: Session, settings: Settings, ticket: Ticket, *, subjec
     row = MailOutbox(ticket_id=ticket.id, to_address=ticket.customer_email, subject=subject, body=body,
                      message_id=message_id, in_reply_to=in_reply_to,
                      references=" ".join(references) or None, reply_to=reply_address(settings, ticket.reply_token),
-                     auto_submitted=auto_submitted)
+                     auto_submitted=auto_submitted, from_name=from_name)
     session.add(row)
     session.flush()
     return row
 
 
-def _email(settings: Settings, row: MailOutbox) -> EmailMessage:
-    return build_email(sender=settings.mail_from, to=row.to_address, subject=row.subject, body=row.body,
-                       message_id=row.message_id, reply_to=row.reply_to, in_reply_to=row.in_reply_to,
-                       references=row.references, auto_submitted=row.auto_submitted)
+def _status(row) -> str:
+    return "sent" if row.sent_at else "failed" if row.failed_at else "queued"
 
 
-DUE = (sa.select(MailOutbox)
-       .where(MailOutbox.sent_at.is_(None), MailOutbox.next_attempt_at <= sa.func.clock_timestamp())
-       .order_by(MailOutbox.next_attempt_at, MailOutbox.id).limit(1).with_for_update(skip_locked=True))
+def mail_states(session: Session, ticket_id: int) -> dict[str, MailState]:
+    """Message-ID → what became of that e-mail, for the ticket's outgoing e-mails."""
+    rows = session.execute(sa.select(MailOutbox.id, MailOutbox.message_id, MailOutbox.sent_at, MailOutbox.failed_at,
+                                     MailOutbox.attempts, MailOutbox.last_error, MailOutbox.to_address)
+                           .where(MailOutbox.ticket_id == ticket_id)).all()
+    return {r.message_id: MailState(r.id, _status(r), r.attempts, r.last_error, r.to_address) for r in rows}
 
 
-def _deliver_one(session: Session, settings: Settings, transport: Transport) -> bool | None:
-    """Send the next due e-mail; True sent, False failed, None nothing due (or another worker is sending)."""
-    if not session.scalar(sa.select(sa.func.pg_try_advisory_xact_lock(MAIL_LOCK_KEY))):
-        return None
-    row = session.scalar(DUE)
+def mail_state(session: Session, outbox_id: int) -> MailState:
+    """One e-mail's state by outbox id, or OutboxNotFound."""
+    row = session.get(MailOutbox, outbox_id) if 1 <= outbox_id < 2**63 else None
     if row is None:
-        return None
-    try:
-        transport.send(_email(settings, row))
-    except (OSError, smtplib.SMTPException) as exc:
-        row.attempts += 1
-        row.last_error = f"{type(exc).__name__}: {exc}"[:500]
-        row.next_attempt_at = sa.func.clock_timestamp() + sa.func.make_interval(
-            0, 0, 0, 0, 0, 0, backoff_seconds(row.attempts))
-        log.warning("sending e-mail %s failed (attempt %s): %s", row.id, row.attempts, row.last_error)
-        return False
-    row.sent_at, row.last_error = sa.func.clock_timestamp(), None
-    if row.auto_submitted:  # the acknowledgement carried the ticket's secret link: do not keep it once delivered
-        row.body = SENT_ACKNOWLEDGEMENT
-    return True
+        raise OutboxNotFound(outbox_id)
+    return MailState(row.id, _status(row), row.attempts, row.last_error, row.to_address)
 
 
-def deliver_due_mail(sessions, settings: Settings, transport: Transport, *, limit: int = 50) -> Delivery:
-    """Send due e-mails one transaction each (``sessions``: a context-manager factory that commits)."""
-    sent = failed = 0
-    for _ in range(limit):
-        with sessions() as session:
-            outcome = _deliver_one(session, settings, transport)
-        if outcome is None:
-            break
-        sent, failed = sent + (outcome is True), failed + (outcome is False)
-    return Delivery(sent=sent, failed=failed)
+def recent_acknowledgements(session: Session, address: str) -> int:
+    """Automatic e-mails queued to ``address`` (case-folded) in the last hour: the relay limit counts these."""
+    return session.scalar(sa.select(sa.func.count()).select_from(MailOutbox).where(
+        MailOutbox.auto_submitted.is_not(None), sa.func.lower(MailOutbox.to_address) == address.strip().lower(),
+        MailOutbox.created_at > sa.func.now() - sa.text("interval '1 hour'"))) or 0
+
+
+def failed_mail(session: Session, *, ticket_id: int | None = None, limit: int = 100) -> list[FailedMail]:
+    """Failed e-mails, newest first (one ticket's, or all)."""
+    where = [MailOutbox.failed_at.is_not(None)] + ([MailOutbox.ticket_id == ticket_id] if ticket_id else [])
+    rows = session.scalars(sa.select(MailOutbox).where(*where)
+                           .order_by(MailOutbox.failed_at.desc(), MailOutbox.id.desc()).limit(limit)).all()
+    return [FailedMail(r.id, r.ticket_id, r.to_address, r.subject, r.attempts, r.last_error, r.failed_at)
+            for r in rows]
+
+
+def count_failed_mail(session: Session) -> int:
+    """How many e-mails were given up on (and not retried since)."""
+    return session.scalar(sa.select(sa.func.count()).select_from(MailOutbox)
+                          .where(MailOutbox.failed_at.is_not(None))) or 0
+
+
+def outbox_counts(session: Session) -> OutboxCounts:
+    """The outbox at a glance, in one statement."""
+    unsent = sa.and_(MailOutbox.sent_at.is_(None), MailOutbox.failed_at.is_(None))
+    leased = sa.and_(unsent, MailOutbox.locked_until > sa.func.now())
+    row = session.execute(sa.select(
+        sa.func.count().filter(unsent, sa.not_(leased)).label("queued"),
+        sa.func.count().filter(leased).label("sending"),
+        sa.func.count().filter(MailOutbox.failed_at.is_not(None)).label("failed"),
+        sa.func.count().filter(MailOutbox.sent_at > sa.func.now() - sa.text("interval '1 day'")).label("sent"),
+    ).select_from(MailOutbox)).one()
+    return OutboxCounts(queued=row.queued, sending=row.sending, failed=row.failed, sent_last_day=row.sent)
+
+
+def retry_failed_mail(session: Session, outbox_id: int) -> None:
+    """Send a failed e-mail again from the first attempt (in the caller's transaction; it commits).
+
+    OutboxNotFound for an unknown id; NotFailed for an e-mail that is sent or still being tried.
+    """
+    row = session.get(MailOutbox, outbox_id, with_for_update=True) if 1 <= outbox_id < 2**63 else None
+    if row is None:
+        raise OutboxNotFound(outbox_id)
+    if row.failed_at is None:
+        raise NotFailed(f"e-mail {outbox_id} is {_status(row)}, not failed")
+    row.failed_at, row.attempts, row.locked_until = None, 0, None
+    row.next_attempt_at = sa.func.clock_timestamp()
+    session.flush()

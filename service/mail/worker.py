@@ -1,4 +1,8 @@
-"""The mail worker: a loop over ``deliver_due_mail``, as a thread inside ``serve`` or alone (``mail worker``)."""
+"""The mail worker: a loop over ``deliver_due_mail``, as a thread inside ``serve`` or alone (``mail worker``).
+
+The loop survives every exception: one e-mail's failure is recorded on its row (service.mail.delivery), and
+anything else (the database gone, a bug) is logged and the next pass comes after the interval.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,8 @@ import threading
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from service.mail.outbox import Delivery, SmtpTransport, Transport, deliver_due_mail
+from service.mail.delivery import Delivery, deliver_due_mail
+from service.mail.transport import SmtpTransport, Transport
 from service.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -34,10 +39,12 @@ class MailWorker:
                 self.run_once()
             except SQLAlchemyError as exc:
                 log.warning("mail worker: database unavailable (%s); retrying", type(exc).__name__)
+            except Exception:  # noqa: BLE001 - the thread must outlive any bug; the next pass tries again
+                log.exception("mail worker: the pass failed; retrying")
             self._stop.wait(self.interval)
 
     def start(self) -> "MailWorker":
-        """Run in a daemon thread (inside serve: every gunicorn worker runs one; the advisory lock lets one send)."""
+        """Run in a daemon thread (inside serve: every gunicorn worker runs one; leases keep them apart)."""
         self._thread = threading.Thread(target=self.run_forever, name="mail-worker", daemon=True)
         self._thread.start()
         return self

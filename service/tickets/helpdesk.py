@@ -78,9 +78,13 @@ def ticket_fields(description: str) -> dict[str, str]:
     return {"subject": subject_from_description(description)[:SUBJECT_MAX], "body": description}
 
 
-def _owned_ticket(session: Session, ticket_id: int, key: str | None) -> Ticket:
-    """The ticket if ``key`` is its secret; a wrong key looks exactly like a missing ticket."""
-    ticket = session.get(Ticket, ticket_id) if 1 <= ticket_id <= BIGINT_MAX else None
+def _owned_ticket(session: Session, ticket_id: int, key: str | None, *, lock: bool = False) -> Ticket:
+    """The ticket if ``key`` is its secret; a wrong key looks exactly like a missing ticket.
+
+    ``lock``: the row is locked (``FOR UPDATE``) and read afresh, for a change of state.
+    """
+    options = {"with_for_update": True, "populate_existing": True} if lock else {}
+    ticket = session.get(Ticket, ticket_id, **options) if 1 <= ticket_id <= BIGINT_MAX else None
     if ticket is None or not secret_matches(ticket.secret_sha256, key):
         raise TicketNotFound(ticket_id)
     return ticket
@@ -98,7 +102,7 @@ def customer_ticket(session: Session, ticket_id: int, key: str | None) -> Custom
 
 def mark_solved(session: Session, ticket_id: int, key: str | None) -> CustomerTicket:
     """Record that the answer solved the problem (self-served); once, and never after an escalation."""
-    ticket = _owned_ticket(session, ticket_id, key)
+    ticket = _owned_ticket(session, ticket_id, key, lock=True)
     if ticket.resolved_at is None and ticket.escalated_at is None:
         ticket.resolved_at = sa.func.now()
         apply_event(session, ticket, "customer_solved", CUSTOMER)
@@ -113,7 +117,7 @@ def escalate(session: Session, ticket_id: int, key: str | None, *, email: str,
     """Send the ticket to an agent, who replies to ``email``; a second request only updates the email."""
     if not is_email(email):
         raise ValidationError("invalid escalation", {"email": "must be an email address"})
-    ticket = _owned_ticket(session, ticket_id, key)
+    ticket = _owned_ticket(session, ticket_id, key, lock=True)
     view = _customer_view(session, ticket)
     ticket.customer_email = email.strip()
     if ticket.escalated_at is None:
@@ -136,7 +140,7 @@ def follow_up(session: Session, ticket_id: int, key: str | None, body: str, *,
     body = body.strip() if isinstance(body, str) else ""
     if not body or len(body) > BODY_MAX or "\x00" in body:
         raise ValidationError("invalid follow-up", {"body": f"must be 1 to {BODY_MAX} characters"})
-    ticket = _owned_ticket(session, ticket_id, key)
+    ticket = _owned_ticket(session, ticket_id, key, lock=True)
     add_message(session, ticket.id, "customer", body, channel="web")
     apply_event(session, ticket, "customer_follow_up", CUSTOMER, first_response_hours=first_response_hours)
     session.flush()

@@ -62,9 +62,20 @@ def _record(session: Session, ticket: Ticket, event: str, target: str | None, ac
     ticket.state = target
 
 
+def lock_ticket(session: Session, ticket: Ticket) -> None:
+    """``SELECT … FOR UPDATE`` the ticket's row and refresh it (a no-op wait once this transaction holds it)."""
+    session.flush()
+    session.refresh(ticket, with_for_update=True)
+
+
 def apply_event(session: Session, ticket: Ticket, event: str, actor: Actor, *, requested: str | None = None,
                 first_response_hours: float = 8.0) -> str | None:
-    """Move ``ticket`` on ``event`` and store the transition; returns the new state."""
+    """Move ``ticket`` on ``event`` and store the transition; returns the new state.
+
+    The ticket's row is locked and re-read first (the caller's pending changes flushed), so the recorded
+    ``from_state`` is the state the last committed change left, whoever races this one.
+    """
+    lock_ticket(session, ticket)
     target = next_state(ticket.state, event, requested)
     if target == "solved":
         solve_ticket(session, ticket, actor, event=event, public_reply=event == "agent_reply")

@@ -1,32 +1,35 @@
 """Agents working tickets: the queues, assignment, replies and notes, and the e-mails they send.
 
 Use cases: they take a session and never commit. A reply and its e-mail (the outbox row) are added in the
-caller's transaction, so they commit together or not at all.
+caller's transaction, so they commit together or not at all. Whatever changes a ticket's state or adds a reply
+first locks its row (``SELECT … FOR UPDATE``), so racing agents and customers take turns.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from service.config import Settings
-from service.db.models import WORK_STATES, AdminUser, MailOutbox, Ticket
+from service.db.models import WORK_STATES, AdminUser, Ticket, TicketMessage
 from service.knowledge.articles import BIGINT_MAX
-from service.mail.compose import new_message_id
-from service.mail.outbox import enqueue_mail
+from service.mail.compose import FilePart, new_message_id
+from service.mail.outbox import enqueue_mail, mail_states, recent_acknowledgements
 from service.tickets.drafts import edit_ratio, latest_draft, mark_drafts_used
 from service.tickets.queries import TicketNotFound, TicketView, ticket_views
+from service.tickets.reply_files import check_attachments, decode_attachments, store_attachments
 from service.tickets.states import Actor, apply_event
 from service.tickets.thread import MessageView, add_message, message_view
 from service.tickets.validation import BODY_MAX
 from service.validation import ValidationError
 
 QUEUES = ("mine", "unassigned", "overdue", "open", "pending")
-REPLY_FIELDS = ("body", "internal", "status")
+REPLY_FIELDS = ("body", "internal", "status", "attachments")
+AGENT_NAME_DEFAULT = "Support"  # what customers see for an agent without a display name (never the login)
 
 
 @dataclass(frozen=True)
@@ -53,11 +56,13 @@ class Reply:
     message: MessageView
     email: str  # "queued" | "none" (no SMTP or no customer address)
     state: str | None
+    attachments: int = 0  # files stored with the message
 
 
-def work_ticket(session: Session, ticket_id: int) -> Ticket:
-    """The ticket row, or TicketNotFound."""
-    ticket = session.get(Ticket, ticket_id) if 1 <= ticket_id <= BIGINT_MAX else None
+def work_ticket(session: Session, ticket_id: int, *, lock: bool = False) -> Ticket:
+    """The ticket row, or TicketNotFound; ``lock``: row-locked until the transaction ends, and read afresh."""
+    options = {"with_for_update": True, "populate_existing": True} if lock else {}
+    ticket = session.get(Ticket, ticket_id, **options) if 1 <= ticket_id <= BIGINT_MAX else None
     if ticket is None:
         raise TicketNotFound(ticket_id)
     return ticket
@@ -102,7 +107,7 @@ def work_item(session: Session, ticket_id: int) -> WorkItem:
 
 def assign_ticket(session: Session, ticket_id: int, assignee_id: int | None) -> WorkItem:
     """Give the ticket to an agent (None: unassign)."""
-    ticket = work_ticket(session, ticket_id)
+    ticket = work_ticket(session, ticket_id, lock=True)
     if assignee_id is not None and session.get(AdminUser, assignee_id) is None:
         raise ValidationError("invalid assignee", {"assignee_id": "no such account"})
     ticket.assignee_id = assignee_id
@@ -130,41 +135,85 @@ def reply_subject(ticket: Ticket, reference: str) -> str:
     return f"Re: {ticket.subject} [{reference}]"
 
 
+def ticket_page_url(settings: Settings, ticket_id: int) -> str:
+    """The customer's ticket page (it opens where the acknowledgement's secret link was opened once)."""
+    base = settings.public_url or f"http://{settings.host}:{settings.port}"
+    return f"{base}/help/tickets/{ticket_id}"
+
+
+def agent_display_name(session: Session, user_id: int | None) -> str:
+    """The name customers see for an agent: their display name, or "Support" (never the login name)."""
+    name = session.scalar(sa.select(AdminUser.display_name).where(AdminUser.id == user_id)) if user_id else None
+    return (name or "").strip() or AGENT_NAME_DEFAULT
+
+
+def reply_email_body(settings: Settings, ticket_id: int, body: str) -> str:
+    """The reply as e-mailed: the agent's text, then the ticket's reference and page."""
+    return f"{body}\n\n--\nYour ticket T-{ticket_id}: {ticket_page_url(settings, ticket_id)}\n"
+
+
+def _note(session: Session, settings: Settings, ticket: Ticket, body: str, status: str | None, agent: Actor,
+          channel: str, files: Sequence[FilePart]) -> Reply:
+    message = add_message(session, ticket.id, "internal_note", body, channel=channel, author_user_id=agent.user_id)
+    store_attachments(session, message.id, files)
+    if status is not None and status != ticket.state:
+        apply_event(session, ticket, "agent_set_state", agent, requested=status,
+                    first_response_hours=settings.first_response_hours)
+    return Reply(message_view(session, message.id), "none", ticket.state, len(files))
+
+
 def send_reply(session: Session, settings: Settings, ticket_id: int, fields: dict[str, Any], *, agent: Actor,
-               channel: str = "web") -> Reply:
-    """Store a reply (queued for e-mail with it) or an internal note, then move the ticket's state.
+               channel: str = "web", files: Sequence[FilePart] = ()) -> Reply:
+    """Store a reply (queued for e-mail with it, files attached) or an internal note, then move the ticket's state.
 
     A public reply defaults to ``pending`` (waiting on the customer); a note leaves the state unless asked.
+    ``files`` are uploads already read (the workspace form); the API sends ``attachments`` in ``fields``.
     """
     body, internal, status = clean_reply(fields)
-    ticket = work_ticket(session, ticket_id)
+    files = [*decode_attachments(fields.get("attachments")), *files]
+    check_attachments(settings, files)
+    ticket = work_ticket(session, ticket_id, lock=True)
     if internal:
-        message = add_message(session, ticket.id, "internal_note", body, channel=channel,
-                              author_user_id=agent.user_id)
-        if status is not None and status != ticket.state:
-            apply_event(session, ticket, "agent_set_state", agent, requested=status,
-                        first_response_hours=settings.first_response_hours)
-        return Reply(message_view(session, message.id), "none", ticket.state)
+        return _note(session, settings, ticket, body, status, agent, channel, files)
     draft = latest_draft(session, ticket.id)
     message_id = new_message_id(settings)
     message = add_message(session, ticket.id, "agent_reply", body, channel=channel, author_user_id=agent.user_id,
                           email_message_id=message_id, draft_body=draft.body if draft else None,
                           draft_article_ids=list(draft.article_ids) if draft else None,
                           edit_ratio=edit_ratio(draft.body, body) if draft and draft.body else None)
+    store_attachments(session, message.id, files)
     mark_drafts_used(session, ticket.id, message.id)
-    if ticket.first_response_at is None:
+    if ticket.first_response_at is None:  # read under the row lock: set once, by the first reply to commit
         ticket.first_response_at = message.created_at
     outbox = enqueue_mail(session, settings, ticket, subject=reply_subject(ticket, f"T-{ticket.id}"),
-                          body=body, message_id=message_id)
+                          body=reply_email_body(settings, ticket.id, body), message_id=message_id,
+                          from_name=agent_display_name(session, agent.user_id))
     apply_event(session, ticket, "agent_reply", agent, requested=status or "pending",
                 first_response_hours=settings.first_response_hours)
     session.flush()
-    return Reply(message_view(session, message.id), "queued" if outbox else "none", ticket.state)
+    return Reply(message_view(session, message.id), "queued" if outbox else "none", ticket.state, len(files))
+
+
+def may_acknowledge(session: Session, settings: Settings, ticket: Ticket) -> bool:
+    """Only a ticket handed to an agent, or one that came in by e-mail, and at most
+    MAIL_ACK_PER_ADDRESS_PER_HOUR to one address: nobody can make this server mail a stranger at will."""
+    if not ticket.customer_email:
+        return False
+    by_email = session.scalar(sa.select(TicketMessage.channel).where(TicketMessage.ticket_id == ticket.id)
+                              .order_by(TicketMessage.id).limit(1)) == "email"
+    if not (ticket.state == "open" or by_email):
+        return False
+    return recent_acknowledgements(session, ticket.customer_email) < settings.mail_ack_per_address_per_hour
 
 
 def acknowledge(session: Session, settings: Settings, ticket_id: int, *, link: str, answer: str | None) -> bool:
-    """Queue the "we have your ticket" e-mail with the secret link (and the AI's answer when there is one)."""
-    ticket = work_ticket(session, ticket_id)
+    """Queue the "we have your ticket" e-mail with the secret link (and the AI's answer when there is one).
+
+    False, and nothing queued, when ``may_acknowledge`` says no (or there is no SMTP).
+    """
+    ticket = work_ticket(session, ticket_id, lock=True)
+    if not may_acknowledge(session, settings, ticket):
+        return False
     parts = [f"We received your question ({ticket.subject!s}). Your ticket reference is T-{ticket.id}.",
              answer or "A support agent will reply to this address.",
              f"Your ticket, and any reply, is always at:\n{link}",
@@ -175,7 +224,5 @@ def acknowledge(session: Session, settings: Settings, ticket_id: int, *, link: s
 
 
 def mail_statuses(session: Session, ticket_id: int) -> dict[str, str]:
-    """Message-ID → ``sent`` or ``queued`` (not yet delivered) for the ticket's outgoing e-mails."""
-    rows = session.execute(sa.select(MailOutbox.message_id, MailOutbox.sent_at)
-                           .where(MailOutbox.ticket_id == ticket_id)).all()
-    return {mid: "sent" if sent_at else "queued" for mid, sent_at in rows}
+    """Message-ID → ``sent``, ``queued`` (not yet delivered) or ``failed`` for the ticket's outgoing e-mails."""
+    return {mid: state.status for mid, state in mail_states(session, ticket_id).items()}

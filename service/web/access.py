@@ -54,6 +54,7 @@ TOGGLED_ENDPOINTS = {
 AGENT_WRITE_ENDPOINTS = frozenset({
     "admin.logout", "admin_api.preview",
     "tickets_api.tickets_replies", "tickets_api.tickets_assign", "tickets_api.tickets_feedback",
+    "mail_api.retry", "inbox_mail.retry",  # an agent sends a failed e-mail of their ticket again
 })
 AGENT_WRITE_PREFIXES = ("inbox.",)  # the agent inbox's forms
 ADMIN_ONLY_ENDPOINTS = frozenset({"admin.article_new", "admin_import.upload"})  # pages that only lead to a write

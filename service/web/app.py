@@ -25,6 +25,7 @@ from service.web.help.pages import help_pages, help_root
 from service.web.inbound import inbound
 from service.web.learning import learning_api
 from service.web.limits import enforce_rate_limits
+from service.web.mail import init_mail_views
 from service.web.openapi import openapi, refuse_unknown_query_parameters
 from service.web.requests import check_query_string
 from service.web.tickets import tickets_api
@@ -63,6 +64,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.register_blueprint(help_root)
     app.register_blueprint(openapi)
     app.register_blueprint(inbound)
+    init_mail_views(app)  # failed outgoing e-mail: retry API, workspace button, dashboard count
     register_error_handlers(app)
 
     @app.teardown_appcontext

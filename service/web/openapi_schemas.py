@@ -193,13 +193,27 @@ SCHEMAS: dict[str, Any] = {
     "Message": obj({
         "id": INTEGER, "ticket_id": INTEGER, "kind": {"enum": list(MESSAGE_KINDS)}, "author": nullable(STRING),
         "channel": {"enum": list(CHANNELS)}, "body": STRING, "email_message_id": nullable(STRING),
-        "created_at": TIMESTAMP, "edit_ratio": nullable(NUMBER), "email": {"enum": ["queued", "sent", "none"]},
+        "created_at": TIMESTAMP, "edit_ratio": nullable(NUMBER),
+        "email": {"enum": ["queued", "sent", "failed", "none"]},
+        "email_error": nullable({**STRING, "description": "why the e-mail failed (or the last attempt, while queued)"}),
+        "email_outbox_id": nullable({**INTEGER, "description": "for POST /api/mail/outbox/{outbox_id}/retry"}),
     }, ["id", "ticket_id", "kind", "author", "channel", "body", "created_at", "email"]),
     "MessageList": obj({"messages": {"type": "array", "items": ref("Message")}}, ["messages"]),
-    "ReplyCreate": obj({"body": text(BODY_MAX), "internal": BOOLEAN, "status": {"enum": list(WORK_STATES)}},
+    "ReplyCreate": obj({"body": text(BODY_MAX), "internal": BOOLEAN, "status": {"enum": list(WORK_STATES)},
+                        "attachments": {"type": "array", "description": (
+                            "files sent with the reply as MIME parts; caps: REPLY_ATTACHMENT_MAX_BYTES, "
+                            "REPLY_ATTACHMENTS_MAX_BYTES, REPLY_ATTACHMENTS_MAX_FILES"), "items": obj({
+                                "filename": {"type": "string", "minLength": 1, "maxLength": 255},
+                                "content_type": {"type": "string", "description": "e.g. application/pdf"},
+                                "content_base64": {"type": "string", "contentEncoding": "base64"}},
+                                ["filename", "content_base64"], closed=True)}},
                        ["body"], closed=True),
-    "ReplyCreated": obj({"message": ref("Message"), "state": nullable({"enum": list(WORK_STATES)})},
+    "ReplyCreated": obj({"message": ref("Message"), "state": nullable({"enum": list(WORK_STATES)}),
+                         "attachments": {**INTEGER, "description": "files stored with the message"}},
                         ["message", "state"]),
+    "MailEnvelope": obj({"mail": obj({
+        "id": INTEGER, "status": {"enum": ["queued", "sent", "failed"]}, "attempts": INTEGER,
+        "error": nullable(STRING), "to": STRING}, ["id", "status", "attempts", "error", "to"])}, ["mail"]),
     "Assign": obj({"assignee": nullable({"type": "string", "minLength": 1, "maxLength": 64,
                                          "pattern": NO_NUL_PATTERN})}, ["assignee"], closed=True),
     "Draft": obj({"draft": STRING, "citations": {"type": "array", "items": obj({

@@ -13,7 +13,8 @@ from service.tickets.queries import add_feedback, content_gaps, get_ticket, list
 from service.tickets.secrets import new_ticket_secret
 from service.tickets.states import Actor
 from service.tickets.thread import ticket_thread
-from service.tickets.work import acknowledge, assign_ticket, list_queue, mail_statuses, send_reply, work_ticket
+from service.mail.outbox import mail_states
+from service.tickets.work import REPLY_FIELDS, acknowledge, assign_ticket, list_queue, send_reply, work_ticket
 from service.tickets.workflow import answer_ticket
 from service.web.errors import ApiError
 from service.web.links import article_link, ticket_link
@@ -97,11 +98,18 @@ def _actor() -> Actor:
 
 @tickets_api.get("/tickets/<int:ticket_id>/messages")
 def tickets_messages(ticket_id: int):
-    """The whole thread, internal notes included, each public reply with its e-mail's state."""
+    """The whole thread, internal notes included, each public reply with its e-mail's state (and why it failed)."""
     work_ticket(db(), ticket_id)
-    statuses = mail_statuses(db(), ticket_id)
-    return jsonify({"messages": [m.to_dict() | {"email": statuses.get(m.email_message_id, "none")}
+    states = mail_states(db(), ticket_id)
+    return jsonify({"messages": [m.to_dict() | _email_fields(states.get(m.email_message_id))
                                  for m in ticket_thread(db(), ticket_id)]})
+
+
+def _email_fields(state) -> dict:
+    """``email`` (queued, sent, failed or none), ``email_error`` and the outbox id to retry a failed one."""
+    if state is None:
+        return {"email": "none", "email_error": None, "email_outbox_id": None}
+    return {"email": state.status, "email_error": state.error, "email_outbox_id": state.outbox_id}
 
 
 @tickets_api.get("/tickets/<int:ticket_id>/draft")
@@ -116,13 +124,14 @@ def tickets_draft(ticket_id: int):
 
 @tickets_api.post("/tickets/<int:ticket_id>/replies")
 def tickets_replies(ticket_id: int):
-    """``{body, internal?, status?}`` → 201 ``{message}``; a public reply's e-mail is ``queued`` with it."""
-    reply = send_reply(db(), runtime().settings, ticket_id, json_body(("body", "internal", "status")), agent=_actor(),
+    """``{body, internal?, status?, attachments?}`` → 201 ``{message}``; a public reply's e-mail is ``queued``."""
+    reply = send_reply(db(), runtime().settings, ticket_id, json_body(REPLY_FIELDS), agent=_actor(),
                        channel="web" if g.identity.kind == "session" else "api")
     db().commit()
     if reply.state == "solved":
         learn_from_solved_ticket(ticket_id)
-    return jsonify({"message": reply.message.to_dict() | {"email": reply.email}, "state": reply.state}), 201
+    return jsonify({"message": reply.message.to_dict() | {"email": reply.email}, "state": reply.state,
+                    "attachments": reply.attachments}), 201
 
 
 def learn_from_solved_ticket(ticket_id: int) -> None:

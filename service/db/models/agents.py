@@ -121,8 +121,13 @@ class MailOutbox(Base):
     locked_until: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
 
     __table_args__ = (
-        sa.Index("mail_outbox_due", "next_attempt_at", postgresql_where=sa.text("sent_at IS NULL")),
+        sa.Index("mail_outbox_due", "next_attempt_at",
+                 postgresql_where=sa.text("sent_at IS NULL AND failed_at IS NULL")),
         sa.Index("mail_outbox_message_id", "message_id", unique=True),
+        # The dashboard's count of failed e-mails, and the relay limit's count per address (migration 0020).
+        sa.Index("mail_outbox_failed", "failed_at", postgresql_where=sa.text("failed_at IS NOT NULL")),
+        sa.Index("mail_outbox_acknowledgements", sa.func.lower(sa.column("to_address")), "created_at",
+                 postgresql_where=sa.text("auto_submitted IS NOT NULL")),
     )
 
 

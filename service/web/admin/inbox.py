@@ -12,6 +12,7 @@ from service.tickets.thread import ticket_thread
 from service.tickets.work import QUEUES, assign_ticket, list_queue, mail_statuses, send_reply, work_item
 from service.validation import ValidationError
 from service.web.admin.pages import nav_context
+from service.web.admin.uploads import uploaded_files
 from service.web.links import article_link
 from service.web.requests import db, runtime
 from service.web.tickets import learn_from_solved_ticket
@@ -93,7 +94,8 @@ def reply(ticket_id: int):
     if request.form.get("status"):
         fields["status"] = request.form["status"]
     try:
-        sent = send_reply(db(), runtime().settings, ticket_id, fields, agent=Actor("agent", _me()))
+        sent = send_reply(db(), runtime().settings, ticket_id, fields, agent=Actor("agent", _me()),
+                          files=uploaded_files(request.files.getlist("attachments")))
     except ValidationError as exc:
         db().rollback()
         flash(f"Not sent: {'; '.join(f'{k} {v}' for k, v in exc.details.items())}.", "error")

@@ -1,0 +1,72 @@
+"""Handing an e-mail to a mail server (SMTP), and telling a permanent failure from a temporary one."""
+
+from __future__ import annotations
+
+import smtplib
+from dataclasses import dataclass
+from email.message import EmailMessage
+from typing import Protocol
+
+from service.config import Settings
+from service.mail.compose import InvalidAddress
+
+SMTP_TIMEOUT_SECONDS = 15.0
+
+
+class Transport(Protocol):
+    """Something that hands an e-mail to a mail server, or raises."""
+
+    def send(self, message: EmailMessage) -> None:
+        """Send or raise."""
+
+
+class SmtpTransport:
+    """SMTP with the SMTP_* settings (STARTTLS and login when configured)."""
+
+    def __init__(self, settings: Settings, timeout: float = SMTP_TIMEOUT_SECONDS) -> None:
+        self.settings, self.timeout = settings, timeout
+
+    def send(self, message: EmailMessage) -> None:
+        """Open a connection, send, close."""
+        s = self.settings
+        with smtplib.SMTP(s.smtp_host, s.smtp_port, timeout=self.timeout) as smtp:
+            if s.smtp_starttls:
+                smtp.starttls()
+            if s.smtp_username:
+                smtp.login(s.smtp_username, s.smtp_password or "")
+            smtp.send_message(message)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a send failed, and whether trying again could ever help."""
+
+    permanent: bool
+    reason: str
+
+
+def _reply_text(code: int, text: bytes | str) -> str:
+    shown = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+    return f"{code} {shown}".strip()
+
+
+def classify_failure(exc: BaseException) -> Failure:
+    """A 5xx for the recipient or the content, or an invalid address, is permanent; anything else is retried.
+
+    A 5xx to MAIL FROM or to the login is about this server's settings, not this e-mail: it is retried (bounded)
+    so that one wrong password does not fail every queued e-mail at once.
+    """
+    name = type(exc).__name__
+    if isinstance(exc, InvalidAddress):
+        return Failure(True, f"{name}: {exc}")
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        replies = list(exc.recipients.values())
+        reason = "; ".join(f"{address}: {_reply_text(*reply)}" for address, reply in exc.recipients.items())
+        return Failure(bool(replies) and all(code >= 500 for code, _ in replies), f"recipient refused: {reason}")
+    if isinstance(exc, (smtplib.SMTPSenderRefused, smtplib.SMTPAuthenticationError)):
+        return Failure(False, f"{name}: {_reply_text(exc.smtp_code, exc.smtp_error)}")
+    if isinstance(exc, smtplib.SMTPResponseException):
+        return Failure(exc.smtp_code >= 500, f"{name}: {_reply_text(exc.smtp_code, exc.smtp_error)}")
+    if isinstance(exc, smtplib.SMTPNotSupportedError):  # e.g. a non-ASCII address and no SMTPUTF8
+        return Failure(True, f"{name}: {exc}")
+    return Failure(False, f"{name}: {exc}")
