@@ -13,8 +13,14 @@ from .test_serve import free_port
 
 
 class _Keep:
-    def __init__(self, inbox: list[EmailMessage]) -> None:
-        self.inbox = inbox
+    def __init__(self, inbox: list[EmailMessage], refused: frozenset[str]) -> None:
+        self.inbox, self.refused = inbox, refused
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):  # noqa: N802 (aiosmtpd's hook)
+        if address.lower() in self.refused:  # a mailbox that does not exist: a permanent failure
+            return "550 5.1.1 <%s>: Recipient address rejected: User unknown" % address
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):  # noqa: N802 (aiosmtpd's hook name)
         self.inbox.append(email.message_from_bytes(envelope.content, policy=email.policy.default))
@@ -22,16 +28,20 @@ class _Keep:
 
 
 class SmtpSink:
-    """Start and stop an SMTP server on a fixed loopback port; ``inbox`` survives restarts."""
+    """Start and stop an SMTP server on a fixed loopback port; ``inbox`` survives restarts.
 
-    def __init__(self, port: int | None = None) -> None:
+    ``refused``: recipient addresses answered ``550`` (user unknown), as a real server does for a missing mailbox.
+    """
+
+    def __init__(self, port: int | None = None, refused: tuple[str, ...] = ()) -> None:
         self.port = port or free_port()
+        self.refused = frozenset(a.lower() for a in refused)
         self.inbox: list[EmailMessage] = []
         self._controller: Controller | None = None
 
     def start(self) -> "SmtpSink":
         """Listen (again)."""
-        self._controller = Controller(_Keep(self.inbox), hostname="127.0.0.1", port=self.port)
+        self._controller = Controller(_Keep(self.inbox, self.refused), hostname="127.0.0.1", port=self.port)
         self._controller.start()
         return self
 

@@ -98,9 +98,10 @@ def test_smtp_down_keeps_the_reply_says_queued_and_sends_exactly_once_when_back(
 
 
 def test_a_subject_with_line_breaks_cannot_inject_headers(mailing, smtp, client):
-    _ticket(client, subject="Hello\r\nBcc: victim@example.com\r\nX-Evil: 1", body="Do you ship parrot food to Mars?")
-    assert deliver(mailing).sent == 1
-    sent = smtp.wait_for(1)[0]
+    ticket_id, _ = _ticket(client, subject="Hello\r\nBcc: victim@example.com\r\nX-Evil: 1",
+                           body="Do you ship parrot food to Mars?")
+    client.post(f"/api/tickets/{ticket_id}/replies", json={"body": "Yes."})  # "Re: <the subject>"
+    sent = [m for m in smtp.wait_for(deliver(mailing).sent) if m["Auto-Submitted"] is None][0]
     assert sent["Bcc"] is None and sent["X-Evil"] is None
     assert "Bcc: victim@example.com" in sent["Subject"]  # kept as text, on one line
 

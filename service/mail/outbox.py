@@ -147,7 +147,8 @@ def outbox_counts(session: Session) -> OutboxCounts:
     unsent = sa.and_(MailOutbox.sent_at.is_(None), MailOutbox.failed_at.is_(None))
     leased = sa.and_(unsent, MailOutbox.locked_until > sa.func.now())
     row = session.execute(sa.select(
-        sa.func.count().filter(unsent, sa.not_(leased)).label("queued"),
+        sa.func.count().filter(unsent, sa.or_(MailOutbox.locked_until.is_(None),
+                                              MailOutbox.locked_until <= sa.func.now())).label("queued"),
         sa.func.count().filter(leased).label("sending"),
         sa.func.count().filter(MailOutbox.failed_at.is_not(None)).label("failed"),
         sa.func.count().filter(MailOutbox.sent_at > sa.func.now() - sa.text("interval '1 day'")).label("sent"),
