@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.config import Settings
 from service.db.models import (
     CANDIDATE_ACTIONS,
     CANDIDATE_SOURCES,
@@ -24,12 +25,15 @@ from service.db.models import (
     TITLE_MAX,
     WORK_STATES,
 )
+from service.tickets.reply_files import FILENAME_MAX
 from service.tickets.validation import BODY_MAX, COMMENT_MAX, EMAIL_MAX, EMAIL_PATTERN, SUBJECT_MAX
 from service.validation import QUERY_MAX, SEARCH_LIMIT_MAX
 
 # Some non-blank character and no NUL: what the validators call "text".
 TEXT_PATTERN = "^[^\\u0000]*\\S[^\\u0000]*$"
 NO_NUL_PATTERN = "^[^\\u0000]*$"
+# Standard base64 of at least one byte, padded: what base64.b64decode(validate=True) takes.
+BASE64_PATTERN = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)$"
 
 
 def ref(name: str) -> dict[str, str]:
@@ -200,14 +204,18 @@ SCHEMAS: dict[str, Any] = {
     }, ["id", "ticket_id", "kind", "author", "channel", "body", "created_at", "email"]),
     "MessageList": obj({"messages": {"type": "array", "items": ref("Message")}}, ["messages"]),
     "ReplyCreate": obj({"body": text(BODY_MAX), "internal": BOOLEAN, "status": {"enum": list(WORK_STATES)},
-                        "attachments": {"type": "array", "description": (
-                            "files sent with the reply as MIME parts; caps: REPLY_ATTACHMENT_MAX_BYTES, "
-                            "REPLY_ATTACHMENTS_MAX_BYTES, REPLY_ATTACHMENTS_MAX_FILES"), "items": obj({
-                                "filename": {"type": "string", "minLength": 1, "maxLength": 255},
-                                "content_type": {"type": "string", "description": "e.g. application/pdf"},
-                                "content_base64": {"type": "string", "contentEncoding": "base64"}},
-                                ["filename", "content_base64"], closed=True)}},
+                        "attachments": {"type": "array", "items": ref("ReplyAttachment"),
+                                        "maxItems": Settings.reply_attachments_max_files}},
                        ["body"], closed=True),
+    "ReplyAttachment": {**obj({
+        "filename": text(FILENAME_MAX),
+        "content_type": {"type": "string", "maxLength": 200, "pattern": NO_NUL_PATTERN,
+                         "description": "e.g. application/pdf (else application/octet-stream)"},
+        "content_base64": {"type": "string", "minLength": 4, "maxLength": 4 * -(-Settings.reply_attachment_max_bytes // 3),
+                           "pattern": BASE64_PATTERN, "description": "the file's bytes in standard, padded base64"},
+    }, ["filename", "content_base64"], closed=True), "description": (
+        "a file sent with the reply as a MIME part; caps: REPLY_ATTACHMENT_MAX_BYTES, REPLY_ATTACHMENTS_MAX_BYTES, "
+        "REPLY_ATTACHMENTS_MAX_FILES")},
     "ReplyCreated": obj({"message": ref("Message"), "state": nullable({"enum": list(WORK_STATES)}),
                          "attachments": {**INTEGER, "description": "files stored with the message"}},
                         ["message", "state"]),
