@@ -211,7 +211,8 @@ def test_item_6_mail_status_lists_failed_mail_and_mail_retry_queues_it_again(db_
     status = runner.invoke(main, ["mail", "status"])
     assert status.exit_code == 0, status.output
     assert "queued 0, sending 0, failed 1" in status.output
-    assert f"failed #{outbox_id} no ticket to {UNKNOWN_MAILBOX}" in status.output and "550 User unknown" in status.output
+    assert f"failed #{outbox_id} no ticket to {UNKNOWN_MAILBOX}" in status.output
+    assert "550 User unknown" in status.output
     assert runner.invoke(main, ["mail", "retry", str(outbox_id)]).exit_code == 0
     assert "queued 1, sending 0, failed 0" in runner.invoke(main, ["mail", "status"]).output
     again = runner.invoke(main, ["mail", "retry", str(outbox_id)])

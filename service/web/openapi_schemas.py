@@ -211,7 +211,8 @@ SCHEMAS: dict[str, Any] = {
         "filename": text(FILENAME_MAX),
         "content_type": {"type": "string", "maxLength": 200, "pattern": NO_NUL_PATTERN,
                          "description": "e.g. application/pdf (else application/octet-stream)"},
-        "content_base64": {"type": "string", "minLength": 4, "maxLength": 4 * -(-Settings.reply_attachment_max_bytes // 3),
+        "content_base64": {"type": "string", "minLength": 4,
+                           "maxLength": 4 * -(-Settings.reply_attachment_max_bytes // 3),  # base64 of the cap
                            "pattern": BASE64_PATTERN, "description": "the file's bytes in standard, padded base64"},
     }, ["filename", "content_base64"], closed=True), "description": (
         "a file sent with the reply as a MIME part; caps: REPLY_ATTACHMENT_MAX_BYTES, REPLY_ATTACHMENTS_MAX_BYTES, "
