@@ -29,8 +29,8 @@ from service.tickets.reply_files import FILENAME_MAX
 from service.tickets.validation import BODY_MAX, COMMENT_MAX, EMAIL_MAX, EMAIL_PATTERN, SUBJECT_MAX
 from service.validation import QUERY_MAX, SEARCH_LIMIT_MAX
 
-# Some non-blank character and no NUL: what the validators call "text".
-TEXT_PATTERN = "^[^\\u0000]*\\S[^\\u0000]*$"
+# Some non-blank character and no NUL: what the validators call "text" (a bare \S would also match one NUL).
+TEXT_PATTERN = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
 NO_NUL_PATTERN = "^[^\\u0000]*$"
 # Standard base64 of at least one byte, padded: what base64.b64decode(validate=True) takes.
 BASE64_PATTERN = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)$"
