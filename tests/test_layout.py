@@ -35,7 +35,7 @@ GRAPH = {module_name(path): imports_of(path) for path in SERVICE.rglob("*.py")}
 # package's __init__, the public Python API) is the top; runtime wires config, db, providers and knowledge for
 # the layers above, which take it as an argument.
 LAYERS = (
-    ("service.config",), ("service.db",), ("service.providers",), ("service.validation",), ("service.knowledge",),
+    ("service.config", "service.config_table"), ("service.db",), ("service.providers",), ("service.validation",), ("service.knowledge",),
     ("service.runtime",), ("service.retrieval",),
     # Outbound mail is queued by the ticket use cases; inbound mail and the worker drive them.
     ("service.mail.compose", "service.mail.outbox"), ("service.tickets",), ("service.mail",), ("service.accounts",),

@@ -89,7 +89,7 @@ def _post_fork(_server, _worker) -> None:
 def serve_forever(*, host: str | None, port: int | None, dev: bool, workers: int | None,
                   threads: int | None) -> None:
     """Serve until interrupted; host and port default to SUPPORTRAG_HOST and PORT (see Settings)."""
-    size = size_server(cpus=os.cpu_count(), workers=workers, threads=threads)
+    size = size_server(cpus=os.cpu_count(), workers=workers or Settings.from_env().web_concurrency, threads=threads)
     _configure_workers(size)
     settings = Settings.from_env()
     host = host or settings.host
