@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 SERVICE = Path(__file__).resolve().parent.parent / "service"
-README = (SERVICE.parent / "README.md").read_text(encoding="utf-8")
+ARCHITECTURE = (SERVICE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
 DOMAIN = ("db", "providers", "knowledge", "retrieval", "tickets")
 
 
@@ -96,10 +96,10 @@ def test_the_web_layer_never_imports_the_command_line():
 
 
 @pytest.mark.parametrize("package", sorted(p.parent for p in SERVICE.rglob("__init__.py")))
-def test_every_package_says_what_lives_there_and_the_readme_maps_it(package):
+def test_every_package_says_what_lives_there_and_the_architecture_page_maps_it(package):
     assert ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
     if package.parent == SERVICE:
-        assert f"  {package.name}/" in README, f"README's layout does not list service/{package.name}/"
+        assert f"  {package.name}/" in ARCHITECTURE, f"docs/architecture.md does not list service/{package.name}/"
 
 
 # The fusion formulas in Python are the oracle tests/test_hybrid.py checks the SQL against: a purpose, not dead.
