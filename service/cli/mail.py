@@ -19,7 +19,7 @@ EX_TEMPFAIL = 75  # sysexits.h: Postfix and Exim keep the message and retry late
 
 @click.group()
 def mail() -> None:
-    """E-mail in and out (see the README's "For agents")."""
+    """E-mail in and out (see docs/email.md)."""
 
 
 def _ticket_link(settings: Settings):
