@@ -57,7 +57,8 @@ def _declare(env: str, default: Any, help: str, *, area: str, kind: str, parse: 
              derive: Callable[[Mapping[str, Any]], Any] | None = None, default_text: str | None = None,
              factory: Callable[[], Any] | None = None) -> Any:
     """A dataclass field carrying its Spec."""
-    assert area in AREAS, area
+    if area not in AREAS:
+        raise ValueError(f"{env}: unknown area {area!r}")
     spec = Spec(env=env, area=area, kind=kind, help=help, parse=parse, check=check, rule=rule, secret=secret,
                 derive=derive, default_text=default_text)
     if factory is not None:
@@ -96,10 +97,12 @@ def parse_rate_limit(name: str, raw: str | None, default: str) -> tuple[int, int
 
 
 def _parse_text(_name: str, raw: str) -> str:
+    """Text as given."""
     return raw
 
 
 def _parse_int(name: str, raw: str) -> int:
+    """A whole number, or a ConfigError naming the variable."""
     try:
         return int(raw)
     except ValueError:
@@ -107,6 +110,7 @@ def _parse_int(name: str, raw: str) -> int:
 
 
 def _parse_float(name: str, raw: str) -> float:
+    """A finite number, or a ConfigError naming the variable."""
     try:
         value = float(raw)
     except ValueError:
@@ -117,6 +121,7 @@ def _parse_float(name: str, raw: str) -> float:
 
 
 def _parse_flag(name: str, raw: str) -> bool:
+    """1/true/yes/on or 0/false/no/off, any case."""
     word = raw.strip().lower()
     if word in TRUE_WORDS or word in FALSE_WORDS:
         return word in TRUE_WORDS
