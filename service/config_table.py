@@ -42,14 +42,20 @@ class Spec:
     default_text: str | None = None  # the default as the docs say it, when it is derived or per machine
 
 
-def _spec(field: dataclasses.Field) -> Spec:
-    """The Spec a Settings field carries (every field carries one)."""
-    return field.metadata["spec"]
+def _spec(field: dataclasses.Field) -> Spec | None:
+    """The Spec a Settings field carries; None for a plain field not yet declared in the table."""
+    return field.metadata.get("spec")
+
+
+def _declared(settings_class: Any) -> list[tuple[dataclasses.Field, Spec]]:
+    """The fields that carry a Spec, in declaration order. A plain field keeps its default and is read by no one
+    here (tests/test_config.py fails until it is declared), so a field added the old way cannot break start-up."""
+    return [(field, spec) for field in dataclasses.fields(settings_class) if (spec := _spec(field)) is not None]
 
 
 def specs(settings_class: type) -> list[tuple[str, Spec]]:
-    """(attribute, spec) for every field of ``settings_class``, in declaration order."""
-    return [(field.name, _spec(field)) for field in dataclasses.fields(settings_class)]
+    """(attribute, spec) for every declared field of ``settings_class``, in declaration order."""
+    return [(field.name, spec) for field, spec in _declared(settings_class)]
 
 
 def _declare(env: str, default: Any, help: str, *, area: str, kind: str, parse: Callable[[str, str], Any],
@@ -179,8 +185,7 @@ def read_environment(settings_class: type, env: Mapping[str, str]) -> tuple[dict
     """Every field's value from ``env`` (else its default) and where it came from: environment, derived, default."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    for field in dataclasses.fields(settings_class):
-        spec = _spec(field)
+    for field, spec in _declared(settings_class):
         raw = env.get(spec.env)
         if raw is not None and raw != "":
             values[field.name], sources[field.name] = spec.parse(spec.env, raw), "environment"
@@ -195,8 +200,8 @@ def read_environment(settings_class: type, env: Mapping[str, str]) -> tuple[dict
 
 def check_fields(settings: Any) -> None:
     """Raise ConfigError for the first field whose value fails its own check."""
-    for field in dataclasses.fields(settings):
-        spec, value = _spec(field), getattr(settings, field.name)
+    for field, spec in _declared(settings):
+        value = getattr(settings, field.name)
         if value is not None and spec.check is not None and not spec.check(value):
             raise ConfigError(f"{spec.env} must be {spec.rule}, got {value!r}")
 
@@ -239,7 +244,7 @@ def markdown_table(settings_class: type) -> str:
     """The configuration page's reference: one table per area, one row per variable."""
     blocks = []
     for area in AREAS:
-        rows = [(field, _spec(field)) for field in dataclasses.fields(settings_class) if _spec(field).area == area]
+        rows = [(field, spec) for field, spec in _declared(settings_class) if spec.area == area]
         lines = [f"### {area.capitalize()}", "", "| variable | type | default | meaning |", "|---|---|---|---|"]
         for field, spec in rows:
             default = None if field.default is dataclasses.MISSING else field.default

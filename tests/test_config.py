@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from service.cli.main import main
 from service.config import Settings
-from service.config_table import AREAS, MASK, ConfigError, markdown_table, specs
+from service.config_table import AREAS, MASK, ConfigError, markdown_table, read_environment, specs
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = {spec.env: (name, spec) for name, spec in specs(Settings)}
@@ -42,6 +42,22 @@ def test_every_field_is_a_row_with_an_area_a_help_line_and_a_unique_variable():
     assert len(TABLE) == len(rows) == len(dataclasses.fields(Settings))
     assert {spec.area for _, spec in rows} == set(AREAS)
     assert [env for env, (_, spec) in TABLE.items() if not spec.help or "\n" in spec.help] == []
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SettingsWithAPlainField(Settings):
+    """A field added the old way (no table row), as a branch merged before it is folded in would add it."""
+
+    smtp_timeout: float = 10.0
+
+
+def test_a_plain_field_keeps_its_default_and_is_left_out_of_the_table():
+    values, sources = read_environment(SettingsWithAPlainField, {"PORT": "8080"})
+    settings = SettingsWithAPlainField(**values)
+    settings.validate()
+    assert (settings.smtp_timeout, settings.port, sources["port"]) == (10.0, 8080, "environment")
+    assert "smtp_timeout" not in dict(specs(SettingsWithAPlainField))
+    assert "smtp_timeout" in {field.name for field in dataclasses.fields(SettingsWithAPlainField)}
 
 
 def test_the_attribute_names_other_code_uses_are_kept():
