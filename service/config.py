@@ -175,6 +175,10 @@ class Settings:
     mail_from: str = "support@localhost"
     mail_reply_to: str | None = None  # e.g. support+{token}@example.com
     inbound_email_secret: str | None = field(default=None, repr=False)
+    # Inbound e-mail (issue 24, mail-in): raw bytes kept per message, and the attachment caps.
+    inbound_raw_max_bytes: int = 10 * 1024 * 1024
+    inbound_attachment_max_bytes: int = 5 * 1024 * 1024
+    inbound_message_attachments_max_bytes: int = 10 * 1024 * 1024
     # The knowledge loop (README "Learning from tickets").
     importance_window_days: int = 30
     importance_min_outcomes: int = 5
@@ -262,6 +266,11 @@ class Settings:
             mail_from=env.get("MAIL_FROM") or "support@localhost",
             mail_reply_to=env.get("MAIL_REPLY_TO") or None,
             inbound_email_secret=env.get("INBOUND_EMAIL_SECRET") or None,
+            # Inbound e-mail (issue 24, mail-in).
+            inbound_raw_max_bytes=_int(env, "INBOUND_RAW_MAX_BYTES", 10 * 1024 * 1024),
+            inbound_attachment_max_bytes=_int(env, "INBOUND_ATTACHMENT_MAX_BYTES", 5 * 1024 * 1024),
+            inbound_message_attachments_max_bytes=_int(env, "INBOUND_MESSAGE_ATTACHMENTS_MAX_BYTES",
+                                                       10 * 1024 * 1024),
             importance_window_days=_int(env, "IMPORTANCE_WINDOW_DAYS", 30),
             importance_min_outcomes=_int(env, "IMPORTANCE_MIN_OUTCOMES", 5),
             importance_max_step=_float(env, "IMPORTANCE_MAX_STEP", 0.25),
@@ -333,6 +342,12 @@ class Settings:
             raise ConfigError("MAIL_REPLY_TO must contain {token} once, e.g. support+{token}@example.com")
         if any(c in (self.mail_from + (self.mail_reply_to or "")) for c in "\r\n"):
             raise ConfigError("MAIL_FROM and MAIL_REPLY_TO must be one line")
+        # Inbound e-mail (issue 24, mail-in).
+        if self.inbound_raw_max_bytes < 1024:
+            raise ConfigError("INBOUND_RAW_MAX_BYTES must be at least 1024")
+        if not 0 <= self.inbound_attachment_max_bytes <= self.inbound_message_attachments_max_bytes <= 2**31 - 1:
+            raise ConfigError("INBOUND_ATTACHMENT_MAX_BYTES must be between 0 and "
+                              "INBOUND_MESSAGE_ATTACHMENTS_MAX_BYTES, itself below 2 GiB")
         if not 1 <= self.importance_window_days <= 3650 or self.importance_min_outcomes < 1:
             raise ConfigError("IMPORTANCE_WINDOW_DAYS must be 1-3650 and IMPORTANCE_MIN_OUTCOMES at least 1")
         if not 0 < self.importance_max_step <= 2:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import hmac
 import re
+import time
 from email.message import EmailMessage
 
 import pytest
@@ -14,7 +13,9 @@ from click.testing import CliRunner
 
 from service.cli.main import main
 from service.db.models import MailOutbox, Ticket, TicketMessage
-from service.mail.inbound import parse_email, strip_quoted
+from service.intake.parse import parse_email
+from service.intake.quoted import strip_quoted
+from service.intake.signature import sign
 from service.mail.outbox import deliver_due_mail
 
 from .helpers import assert_error
@@ -119,7 +120,7 @@ def _email(*, to="support@example.com", subject="Re: Parrot food", body="Thanks!
 
 
 def _post(client, raw: bytes, secret: str = SECRET):
-    signature = hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest()
+    signature = sign(secret, raw, int(time.time()))
     return client.post("/api/inbound/email", data=raw, headers={"X-Signature": signature,
                                                                 "Content-Type": "message/rfc822"})
 
