@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
+import re
 import time
 from email.message import EmailMessage
 
@@ -298,3 +299,20 @@ def test_item_3_mail_pipe_exits_75_while_the_database_is_down_then_makes_exactly
 def test_item_3_mail_pipe_exits_0_with_the_quarantine_for_mail_it_cannot_read(cli_env):
     result = CliRunner().invoke(main, ["mail", "pipe"], input=_nested(1000))
     assert result.exit_code == 0 and '"action": "quarantined"' in result.output, result.output
+
+
+def test_item_4_the_customers_page_links_their_files_and_its_cookie_downloads_them(inbound, anonymous_client, client):
+    created = client.post("/api/tickets", json={"subject": "Printer", "body": "It jams.", "email": "bob@example.com"})
+    ticket_id, secret = created.get_json()["ticket"]["id"], created.get_json()["secret"]
+    client.post(f"/api/tickets/{ticket_id}/replies", json={"body": "Send a photo?"})
+    raw = email_bytes(subject=f"Re: Printer [T-{ticket_id}]", message_id="<a3@c.test>", body="Here.",
+                      attachments=[("jam.jpg", "image/jpeg", b"\xff\xd8\xff photo")])
+    assert outcome_of(anonymous_client, raw)["action"] == "follow_up"
+    customer = anonymous_client.application.test_client()
+    assert customer.get(f"/help/tickets/{ticket_id}?key={secret}").status_code == 303  # the link sets the cookie
+    page = customer.get(f"/help/tickets/{ticket_id}").get_data(as_text=True)
+    [url] = re.findall(rf'href="(/help/tickets/{ticket_id}/attachments/\d+)"', page)
+    download = customer.get(url)
+    assert download.status_code == 200 and download.data == b"\xff\xd8\xff photo"
+    assert download.headers["Content-Disposition"].startswith("attachment")
+    assert anonymous_client.application.test_client().get(url).status_code == 404  # no cookie, no secret
