@@ -193,14 +193,16 @@ def test_item_3_mail_that_cannot_become_a_ticket_is_quarantined_and_shown_on_adm
 
 def test_item_3_an_admin_retries_a_quarantined_message_into_a_ticket(inbound, admin_client, session):
     raw = email_bytes(message_id="<q1@c.test>", subject="Stuck printer", body="My printer is stuck.")
-    session.add(InboundEmail(dedupe_key="<q1@c.test>", message_id="<q1@c.test>", sha256=hashlib.sha256(raw).hexdigest(),
-                             size=len(raw), raw=raw, sender="bob@example.com", subject="Stuck printer",
-                             status="quarantined", reason="internal error: RuntimeError: a bug, since fixed"))
+    session.add(InboundEmail(dedupe_key="<q1@c.test>", message_id="<q1@c.test>", size=len(raw), raw=raw,
+                             sha256=hashlib.sha256(raw).hexdigest(), sender="bob@example.com",
+                             subject="Stuck printer", status="quarantined",
+                             reason="internal error: RuntimeError: a bug, since fixed"))
     session.commit()
     html = admin_client.get("/admin/mail").get_data(as_text=True)
     assert "a bug, since fixed" in html
     row_id = session.scalar(sa.select(InboundEmail.id).where(InboundEmail.message_id == "<q1@c.test>"))
-    assert admin_client.post(f"/admin/mail/inbound/{row_id}/retry", data={"csrf_token": csrf_from(html)}).status_code == 302
+    retried = admin_client.post(f"/admin/mail/inbound/{row_id}/retry", data={"csrf_token": csrf_from(html)})
+    assert retried.status_code == 302
     row = session.scalars(sa.select(InboundEmail).where(InboundEmail.id == row_id)
                           .execution_options(populate_existing=True)).one()
     assert row.status == "processed" and row.attempts == 1
@@ -215,7 +217,8 @@ def test_item_3_admin_mail_lists_failed_outgoing_mail_and_queues_it_again(inboun
     session.commit()
     html = admin_client.get("/admin/mail").get_data(as_text=True)
     assert "550 no such user" in html and "nobody@example.com" in html
-    assert admin_client.post(f"/admin/mail/outbox/{row.id}/retry", data={"csrf_token": csrf_from(html)}).status_code == 302
+    retried = admin_client.post(f"/admin/mail/outbox/{row.id}/retry", data={"csrf_token": csrf_from(html)})
+    assert retried.status_code == 302
     session.refresh(row)
     assert row.failed_at is None and row.sent_at is None
     assert "550 no such user" not in admin_client.get("/admin/mail").get_data(as_text=True)

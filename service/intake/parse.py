@@ -97,7 +97,9 @@ def automatic_reason(message: Message) -> str | None:
     if message.get_content_type() == "multipart/report":
         return "multipart/report (a delivery or read report)"
     sender = (addresses(message, "From") or [""])[0].lower()
-    if sender.startswith(("mailer-daemon@", "postmaster@")) or not sender and header_text(message, "Return-Path") == "<>":
+    if sender.startswith(("mailer-daemon@", "postmaster@")):
+        return "bounce"
+    if not sender and header_text(message, "Return-Path") == "<>":
         return "bounce"
     return None
 

@@ -133,7 +133,8 @@ def _already_in_a_thread(session: Session, message_id: str | None) -> bool:
         sa.select(sa.exists().where(TicketMessage.email_message_id == message_id))) is True
 
 
-def decide(session: Session, settings: Settings, row: InboundEmail, mail: InboundMail) -> tuple[Outcome, NewTicket | None]:
+def decide(session: Session, settings: Settings, row: InboundEmail,
+           mail: InboundMail) -> tuple[Outcome, NewTicket | None]:
     """Write the e-mail's outcome (in the caller's transaction, which holds the row's lock)."""
     if mail.problem:
         return quarantine(row, mail.problem), None

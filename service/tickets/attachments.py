@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, undefer
 
 from service.db.models import TicketAttachment, TicketMessage
 from service.tickets.thread import PUBLIC_KINDS
+
+ON_MESSAGE = TicketMessage.id == TicketAttachment.message_id
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ def _view(row: TicketAttachment) -> AttachmentView:
 
 def attachments_by_message(session: Session, ticket_id: int) -> dict[int, list[AttachmentView]]:
     """Message id → its attachments, for one ticket's thread (one query; contents not loaded)."""
-    rows = session.scalars(sa.select(TicketAttachment).join(TicketMessage, TicketMessage.id == TicketAttachment.message_id)
+    rows = session.scalars(sa.select(TicketAttachment).join(TicketMessage, ON_MESSAGE)
                            .where(TicketMessage.ticket_id == ticket_id).order_by(TicketAttachment.id)).all()
     found: dict[int, list[AttachmentView]] = {}
     for row in rows:
@@ -61,8 +63,8 @@ def attachment_content(session: Session, ticket_id: int, attachment_id: int, *,
     where = [TicketAttachment.id == attachment_id, TicketMessage.ticket_id == ticket_id]
     if public_only:
         where.append(TicketMessage.kind.in_(PUBLIC_KINDS))
-    row = session.scalar(sa.select(TicketAttachment).join(TicketMessage, TicketMessage.id == TicketAttachment.message_id)
-                         .where(*where).options(sa.orm.undefer(TicketAttachment.content)))
+    row = session.scalar(sa.select(TicketAttachment).join(TicketMessage, ON_MESSAGE).where(*where)
+                         .options(undefer(TicketAttachment.content)))
     if row is None:
         raise LookupError(f"attachment {attachment_id} not found on ticket {ticket_id}")
     return _view(row), row.content
