@@ -80,6 +80,9 @@ def test_item_11_layers_import_downwards_only():
 @pytest.mark.parametrize("module, dependency", [
     ("service.validation", "service.retrieval.ranking"), ("service.runtime", "service.retrieval.search"),
     ("service.db.models", "service.web.app"),
+    # Item 11 (issue 24): outbound mail sits below the tickets, the inbound adapters above them.
+    ("service.mail.outbox", "service.tickets.work"), ("service.tickets.work", "service.intake.receive"),
+    ("service.mail.worker", "service.intake.parse"),
 ])
 def test_item_11_the_layer_check_would_catch_an_upward_import(module, dependency):
     assert layer_of(dependency) > layer_of(module)
