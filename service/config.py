@@ -213,6 +213,15 @@ class Settings:
     inbound_email_secret: str | None = text(
         "INBOUND_EMAIL_SECRET", None, "HMAC key of `POST /api/inbound/email` (unset: the endpoint is off)",
         area=MAIL, secret=True)
+    inbound_raw_max_bytes: int = integer(
+        "INBOUND_RAW_MAX_BYTES", 10 * 1024 * 1024, "raw bytes of a received e-mail kept with it (the rest is cut; "
+        "the message is still read in full)", area=MAIL, low=1024)
+    inbound_attachment_max_bytes: int = integer(
+        "INBOUND_ATTACHMENT_MAX_BYTES", 5 * 1024 * 1024, "largest inbound attachment kept (a larger one is left "
+        "out and the message says so)", area=MAIL, low=0, high=2**31 - 1)
+    inbound_message_attachments_max_bytes: int = integer(
+        "INBOUND_MESSAGE_ATTACHMENTS_MAX_BYTES", 10 * 1024 * 1024, "all attachments of one inbound e-mail together",
+        area=MAIL, low=0, high=2**31 - 1)
 
     # ---- web
     host: str = text("SUPPORTRAG_HOST", "127.0.0.1", "address `serve` binds", area=WEB)
@@ -292,6 +301,8 @@ class Settings:
             raise ConfigError("SUPPORTRAG_SESSION_IDLE_SECONDS must be at most SUPPORTRAG_SESSION_LIFETIME_SECONDS")
         if self.mail_reply_to is not None and self.mail_reply_to.count("{token}") != 1:
             raise ConfigError("MAIL_REPLY_TO must contain {token} once, e.g. support+{token}@example.com")
+        if self.inbound_attachment_max_bytes > self.inbound_message_attachments_max_bytes:
+            raise ConfigError("INBOUND_ATTACHMENT_MAX_BYTES must be at most INBOUND_MESSAGE_ATTACHMENTS_MAX_BYTES")
 
     @property
     def embedded_pgdata(self) -> Path:

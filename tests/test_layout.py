@@ -37,8 +37,8 @@ GRAPH = {module_name(path): imports_of(path) for path in SERVICE.rglob("*.py")}
 LAYERS = (
     ("service.config", "service.config_table"), ("service.db",), ("service.providers",), ("service.validation",), ("service.knowledge",),
     ("service.runtime",), ("service.retrieval",),
-    # Outbound mail is queued by the ticket use cases; inbound mail and the worker drive them.
-    ("service.mail.compose", "service.mail.outbox"), ("service.tickets",), ("service.mail",), ("service.accounts",),
+    # Outbound mail (compose, outbox, worker) is queued by the ticket use cases; the inbound adapters drive them.
+    ("service.mail",), ("service.tickets",), ("service.intake",), ("service.accounts",),
     ("service.public", "service.rag"), ("service.web",), ("service.cli",), ("service",),
 )
 
@@ -78,6 +78,9 @@ def test_item_11_layers_import_downwards_only():
 @pytest.mark.parametrize("module, dependency", [
     ("service.validation", "service.retrieval.ranking"), ("service.runtime", "service.retrieval.search"),
     ("service.db.models", "service.web.app"),
+    # Item 11 (issue 24): outbound mail sits below the tickets, the inbound adapters above them.
+    ("service.mail.outbox", "service.tickets.work"), ("service.tickets.work", "service.intake.receive"),
+    ("service.mail.worker", "service.intake.parse"),
 ])
 def test_item_11_the_layer_check_would_catch_an_upward_import(module, dependency):
     assert layer_of(dependency) > layer_of(module)

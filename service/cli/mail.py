@@ -7,11 +7,11 @@ import sys
 from urllib.parse import quote
 
 import click
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import SQLAlchemyError
 
 from service.cli.context import connect
-from service.config import Settings
-from service.mail.inbound import receive_email
+from service.config import ConfigError, Settings
+from service.intake.receive import receive_email
 from service.mail.worker import MailWorker
 
 EX_TEMPFAIL = 75  # sysexits.h: Postfix and Exim keep the message and retry later
@@ -31,14 +31,19 @@ def _ticket_link(settings: Settings):
 def pipe() -> None:
     """Read one RFC 5322 message on stdin (Postfix/Exim "deliver to a command"); print what was done as JSON.
 
-    Exits 75 (temporary failure: the mail server retries) when the database is unavailable.
+    Exits 0 once the message is stored and its outcome recorded (a quarantine included), 75 (EX_TEMPFAIL: the
+    mail server keeps the message and retries) when the database is unavailable. Delivering the same message
+    again is harmless: it is stored and handled once.
     """
     raw = sys.stdin.buffer.read()
     try:
         runtime = connect(seed=False)
         outcome = receive_email(runtime, raw, ticket_link=_ticket_link(runtime.settings))
-    except OperationalError as exc:
+    except (SQLAlchemyError, OSError) as exc:
         click.echo(f"database unavailable, try again later: {type(exc).__name__}", err=True)
+        sys.exit(EX_TEMPFAIL)
+    except ConfigError as exc:
+        click.echo(f"configuration error, fix it and the mail server's retry will deliver: {exc}", err=True)
         sys.exit(EX_TEMPFAIL)
     click.echo(json.dumps(outcome.to_dict()))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import smtplib
 from dataclasses import dataclass
+from datetime import datetime
 from email.message import EmailMessage
 from typing import Protocol
 
@@ -137,3 +138,35 @@ def deliver_due_mail(sessions, settings: Settings, transport: Transport, *, limi
             break
         sent, failed = sent + (outcome is True), failed + (outcome is False)
     return Delivery(sent=sent, failed=failed)
+
+
+@dataclass(frozen=True)
+class FailedMail:
+    """An outgoing e-mail given up on (``failed_at`` set), as /admin/mail lists it."""
+
+    id: int
+    ticket_id: int | None
+    to_address: str
+    subject: str
+    attempts: int
+    last_error: str | None
+    failed_at: datetime
+
+
+def failed_mail(session: Session, *, limit: int = 100) -> list[FailedMail]:
+    """Outgoing e-mails given up on, newest first."""
+    rows = session.scalars(sa.select(MailOutbox).where(MailOutbox.failed_at.is_not(None))
+                           .order_by(MailOutbox.failed_at.desc(), MailOutbox.id.desc()).limit(limit)).all()
+    return [FailedMail(r.id, r.ticket_id, r.to_address, r.subject, r.attempts, r.last_error, r.failed_at)
+            for r in rows]
+
+
+def retry_failed_mail(session: Session, outbox_id: int) -> None:
+    """Queue a failed e-mail again, due now (minimal version by mail-in; mail-out owns the outbox's failure states).
+
+    LookupError if there is no failed e-mail with that id.
+    """
+    row = session.get(MailOutbox, outbox_id, with_for_update=True)
+    if row is None or row.failed_at is None or row.sent_at is not None:
+        raise LookupError(f"no failed e-mail {outbox_id}")
+    row.failed_at, row.locked_until, row.next_attempt_at = None, None, sa.func.now()

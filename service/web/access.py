@@ -38,6 +38,8 @@ PUBLIC_ENDPOINTS = frozenset({
     "openapi.spec", "openapi.docs",
     # Inbound e-mail from the mail server: authenticated by its HMAC signature, not by an account.
     "inbound.email",
+    # A customer's attachment: the view checks the ticket's secret (cookie or X-Ticket-Secret), as its page does.
+    "attachments.customer_download",
 })
 # Public unless the named setting is turned off (SUPPORTRAG_PUBLIC_SEARCH / SUPPORTRAG_PUBLIC_TICKETS).
 TOGGLED_ENDPOINTS = {

@@ -17,8 +17,10 @@ from service.web.admin.importing import admin_import
 from service.web.admin.canned import canned
 from service.web.admin.inbox import inbox
 from service.web.admin.learning import admin_learning
+from service.web.admin.mail import admin_mail
 from service.web.admin.pages import admin
 from service.web.api import api, health
+from service.web.attachments import attachments
 from service.web.errors import register_error_handlers
 from service.web.headers import add_security_headers
 from service.web.help.pages import help_pages, help_root
@@ -59,10 +61,12 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.register_blueprint(admin_dashboard)
     app.register_blueprint(inbox)
     app.register_blueprint(canned)
+    app.register_blueprint(admin_mail)
     app.register_blueprint(help_pages)
     app.register_blueprint(help_root)
     app.register_blueprint(openapi)
     app.register_blueprint(inbound)
+    app.register_blueprint(attachments)
     register_error_handlers(app)
 
     @app.teardown_appcontext

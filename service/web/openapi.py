@@ -47,8 +47,9 @@ QUERY_TEXT_PATTERN = "^[^\\u0000-\\u0008\\u000a-\\u001f\\u007f]*$"
 PAGE = _query("page", {"type": "integer", "minimum": 1, "maximum": 1_000_000}, "page number, from 1")
 PER_PAGE = _query("per_page", {"type": "integer", "minimum": 1, "maximum": 100}, "items per page")
 SIGNATURE_HEADER = {"name": "X-Signature", "in": "header", "required": True,
-                    "schema": {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"},
-                    "description": "hex HMAC-SHA256 of the raw body with INBOUND_EMAIL_SECRET"}
+                    "schema": {"type": "string", "pattern": "^t=[0-9]{1,12},v1=[0-9a-fA-F]{64}$"},
+                    "description": "`t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.\" + raw body, key "
+                                   "INBOUND_EMAIL_SECRET>`; refused more than 300 s from the server's clock"}
 SECRET_HEADER = {"name": "X-Ticket-Secret", "in": "header", "required": False, "schema": {"type": "string"},
                  "description": "the `secret` returned when the ticket was submitted (not needed by admins)"}
 
@@ -91,8 +92,12 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
      "Assign to `assignee` (a username; null unassigns); a logged-in agent may send no body: to me", "Assign",
      ("200", "WorkTicketEnvelope"), [_path_id("ticket_id")]),
     ("/api/inbound/email", "post", "inbound.email",
-     "Raw MIME from a mail provider, signed: `X-Signature` = hex HMAC-SHA256 of the body with INBOUND_EMAIL_SECRET",
+     "Raw MIME from a mail provider, signed with a timestamp (`X-Signature: t=…,v1=…`); stored, then a follow-up, "
+     "a new ticket, a duplicate (a replay), ignored or quarantined; 503 while the database is down",
      "RawEmail", ("200", "InboundOutcome"), [SIGNATURE_HEADER]),
+    ("/api/tickets/{ticket_id}/attachments/{attachment_id}", "get", "attachments.agent_download",
+     "Download an attachment of the ticket's thread (always as a file: `Content-Disposition: attachment`)", None,
+     ("200", None), [_path_id("ticket_id"), _path_id("attachment_id")]),
     ("/api/tickets/{ticket_id}", "get", "tickets_api.tickets_show", "One ticket with answer and citations", None,
      ("200", "TicketEnvelope"), [_path_id("ticket_id")]),
     ("/api/tickets/{ticket_id}/feedback", "post", "tickets_api.tickets_feedback",

@@ -7,6 +7,7 @@ import logging
 from flask import Blueprint, g, jsonify, request, url_for
 
 from service.accounts import user_id_for
+from service.tickets.attachments import attachments_by_message
 from service.tickets.drafts import make_draft
 from service.tickets.learning import propose_from_solved_ticket
 from service.tickets.queries import add_feedback, content_gaps, get_ticket, list_tickets
@@ -15,6 +16,7 @@ from service.tickets.states import Actor
 from service.tickets.thread import ticket_thread
 from service.tickets.work import acknowledge, assign_ticket, list_queue, mail_statuses, send_reply, work_ticket
 from service.tickets.workflow import answer_ticket
+from service.web.attachments import attachment_url
 from service.web.errors import ApiError
 from service.web.links import article_link, ticket_link
 from service.web.requests import db, int_arg, json_body, page_count, runtime
@@ -97,10 +99,13 @@ def _actor() -> Actor:
 
 @tickets_api.get("/tickets/<int:ticket_id>/messages")
 def tickets_messages(ticket_id: int):
-    """The whole thread, internal notes included, each public reply with its e-mail's state."""
+    """The whole thread, internal notes included, each public reply with its e-mail's state and its attachments."""
     work_ticket(db(), ticket_id)
     statuses = mail_statuses(db(), ticket_id)
-    return jsonify({"messages": [m.to_dict() | {"email": statuses.get(m.email_message_id, "none")}
+    files = attachments_by_message(db(), ticket_id)
+    return jsonify({"messages": [m.to_dict() | {"email": statuses.get(m.email_message_id, "none"),
+                                                "attachments": [a.to_dict(attachment_url(ticket_id, a))
+                                                                for a in files.get(m.id, [])]}
                                  for m in ticket_thread(db(), ticket_id)]})
 
 

@@ -24,6 +24,7 @@ from service.tickets.helpdesk import (
 from service.tickets.thread import public_thread
 from service.tickets.work import acknowledge
 from service.tickets.queries import TicketNotFound
+from service.tickets.attachments import attachments_by_message
 from service.tickets.secrets import new_ticket_secret
 from service.tickets.validation import BODY_MAX, is_email
 from service.tickets.workflow import answer_ticket
@@ -146,10 +147,13 @@ def _ticket_page(view: CustomerTicket, key: str, *, email: str = "", error: str 
     sources = answer_sources(db(), view.ticket)
     links = {s.number: article_url(s.article_id, s.section) for s in sources}
     answer = render_answer(view.ticket.answer, links) if view.ticket.answer else None
-    thread = [m for m in public_thread(db(), view.ticket.id) if m.kind != "ai_answer"][1:]  # after the answer
+    messages = [m for m in public_thread(db(), view.ticket.id) if m.kind != "ai_answer"]
+    thread = messages[1:]  # after the answer
+    files = attachments_by_message(db(), view.ticket.id)
     return render_template("help/ticket.html", view=view, t=view.ticket, key=key, sources=sources, links=links,
                            answer=answer, email=email or view.ticket.email or "", error=error,
-                           thread=thread), status
+                           thread=thread, files=files,
+                           question_files=files.get(messages[0].id, []) if messages else []), status
 
 
 def _escalate(ticket_id: int, key: str, email: str, *, asked_for_person: bool) -> None:
