@@ -82,6 +82,15 @@ def _int(env: Mapping[str, str], name: str, default: int | None) -> int | None:
         raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
 
 
+def _switch(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if raw == "":
+        return default
+    if raw not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        raise ConfigError(f"{name} must be true or false, got {raw!r}")
+    return raw in ("1", "true", "yes", "on")
+
+
 _PERIODS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 _RATE_LIMIT = re.compile(r"^(?P<count>\d+)\s*/\s*(?P<number>\d+)?\s*(?:(?P<unit>second|minute|hour|day)s?)?$")
 
@@ -175,6 +184,16 @@ class Settings:
     mail_from: str = "support@localhost"
     mail_reply_to: str | None = None  # e.g. support+{token}@example.com
     inbound_email_secret: str | None = field(default=None, repr=False)
+    # IMAP intake (issue 24 item 9; docs/email-imap.md): the mailbox the poller fetches from. IMAP_TLS: implicit
+    # TLS on port 993, STARTTLS on any other port; off only for a server on loopback.
+    imap_host: str | None = None
+    imap_port: int = 993
+    imap_username: str | None = None
+    imap_password: str | None = field(default=None, repr=False)
+    imap_tls: bool = True
+    imap_folder: str = "INBOX"
+    imap_processed_folder: str | None = None  # move taken messages there; unset: flag them \Seen instead
+    imap_poll_seconds: float = 60.0
     # The knowledge loop (README "Learning from tickets").
     importance_window_days: int = 30
     importance_min_outcomes: int = 5
@@ -262,6 +281,15 @@ class Settings:
             mail_from=env.get("MAIL_FROM") or "support@localhost",
             mail_reply_to=env.get("MAIL_REPLY_TO") or None,
             inbound_email_secret=env.get("INBOUND_EMAIL_SECRET") or None,
+            # IMAP intake (issue 24 item 9)
+            imap_host=env.get("IMAP_HOST") or None,
+            imap_port=_int(env, "IMAP_PORT", 993),
+            imap_username=env.get("IMAP_USERNAME") or None,
+            imap_password=env.get("IMAP_PASSWORD") or None,
+            imap_tls=_switch(env, "IMAP_TLS", True),
+            imap_folder=env.get("IMAP_FOLDER") or "INBOX",
+            imap_processed_folder=env.get("IMAP_PROCESSED_FOLDER") or None,
+            imap_poll_seconds=_float(env, "IMAP_POLL_SECONDS", 60.0),
             importance_window_days=_int(env, "IMPORTANCE_WINDOW_DAYS", 30),
             importance_min_outcomes=_int(env, "IMPORTANCE_MIN_OUTCOMES", 5),
             importance_max_step=_float(env, "IMPORTANCE_MAX_STEP", 0.25),
@@ -333,6 +361,7 @@ class Settings:
             raise ConfigError("MAIL_REPLY_TO must contain {token} once, e.g. support+{token}@example.com")
         if any(c in (self.mail_from + (self.mail_reply_to or "")) for c in "\r\n"):
             raise ConfigError("MAIL_FROM and MAIL_REPLY_TO must be one line")
+        self._validate_imap()
         if not 1 <= self.importance_window_days <= 3650 or self.importance_min_outcomes < 1:
             raise ConfigError("IMPORTANCE_WINDOW_DAYS must be 1-3650 and IMPORTANCE_MIN_OUTCOMES at least 1")
         if not 0 < self.importance_max_step <= 2:
@@ -341,6 +370,17 @@ class Settings:
             raise ConfigError("CANDIDATE_DEDUP_THRESHOLD and CANDIDATE_ALSO_ASKED_THRESHOLD must be between -1 and 1")
         if not 0 <= self.port <= 65535:
             raise ConfigError("PORT must be between 0 and 65535")
+
+    def _validate_imap(self) -> None:
+        """IMAP intake (issue 24 item 9): a whole account, a real port, distinct folders."""
+        if self.imap_host and not (self.imap_username and self.imap_password):
+            raise ConfigError("IMAP_HOST needs IMAP_USERNAME and IMAP_PASSWORD (an app password for hosted mail)")
+        if not 1 <= self.imap_port <= 65535:
+            raise ConfigError("IMAP_PORT must be between 1 and 65535")
+        if not 1 <= self.imap_poll_seconds <= 86400:
+            raise ConfigError("IMAP_POLL_SECONDS must be between 1 and 86400")
+        if self.imap_processed_folder is not None and self.imap_processed_folder == self.imap_folder:
+            raise ConfigError("IMAP_PROCESSED_FOLDER must differ from IMAP_FOLDER")
 
     @property
     def embedded_pgdata(self) -> Path:
