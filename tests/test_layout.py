@@ -38,7 +38,8 @@ LAYERS = (
     ("service.config",), ("service.db",), ("service.providers",), ("service.validation",), ("service.knowledge",),
     ("service.runtime",), ("service.retrieval",),
     # Outbound mail is queued by the ticket use cases; inbound mail and the worker drive them.
-    ("service.mail.compose", "service.mail.outbox"), ("service.tickets",), ("service.mail",), ("service.accounts",),
+    ("service.mail.compose", "service.mail.outbox"), ("service.tickets",), ("service.mail",),
+    ("service.intake",), ("service.accounts",),
     ("service.public", "service.rag"), ("service.web",), ("service.cli",), ("service",),
 )
 
