@@ -32,6 +32,8 @@ from service.runtime import Runtime
 from .browser import CHROMIUM_ARGS, INSTALL_HINT, browser_required, find_chromium, screenshots_dir
 from .fake_openai import FakeOpenAIServer
 from .helpers import ENVIRONMENT_OVERRIDES, MemoEmbedder
+from .imap_server import INSTALL_HINT as IMAP_INSTALL_HINT, REQUIRE_VARIABLE as REQUIRE_IMAP, DovecotServer, \
+    dovecot_usable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -296,6 +298,20 @@ def browser() -> Iterator[Any]:
     yield launched
     launched.close()
     playwright.stop()
+
+
+@pytest.fixture(scope="session")
+def dovecot() -> Iterator[DovecotServer]:
+    """A real Dovecot IMAP server on loopback for the session (one account; tests use folders of their own)."""
+    if not dovecot_usable():
+        if os.environ.get(REQUIRE_IMAP, "") not in ("", "0"):
+            pytest.fail(IMAP_INSTALL_HINT)
+        pytest.skip(IMAP_INSTALL_HINT)
+    server = DovecotServer()
+    try:
+        yield server.start()
+    finally:
+        server.close()
 
 
 @pytest.fixture(scope="session")

@@ -17,8 +17,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from .test_serve import free_port
-
 DOVECOT = shutil.which("dovecot") or "/usr/sbin/dovecot"
 DOVEADM = shutil.which("doveadm") or "/usr/bin/doveadm"
 REQUIRE_VARIABLE = "SUPPORTRAG_REQUIRE_IMAP"
@@ -61,6 +59,14 @@ service imap-login {{
   }}
 }}
 """
+
+
+def free_port() -> int:
+    """A loopback TCP port nothing listens on now (test_serve has the same; importing it here would be a cycle
+    through conftest)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def dovecot_usable() -> bool:

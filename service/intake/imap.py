@@ -32,6 +32,7 @@ IMPLICIT_TLS_PORT = 993  # IMAPS; any other port with IMAP_TLS on upgrades with 
 TIMEOUT_SECONDS = 30.0
 MAX_ATTEMPTS = 5  # passes a message may fail before it is left in the mailbox, flagged FAILED_KEYWORD
 FAILED_KEYWORD = "$SupportragFailed"
+GIVEN_UP = "left_in_mailbox"  # the outcome of a message that failed MAX_ATTEMPTS passes
 # The database is unavailable: not the message's fault, so the pass ends and the poller backs off.
 DATABASE_OUTAGES = (sa.exc.OperationalError, sa.exc.InterfaceError)
 
@@ -187,7 +188,7 @@ def _flag_failed(client: IMAPClient, uid: int) -> None:
 
 
 def take_message(runtime: Runtime, client: IMAPClient, *, account: str, place: FolderPlace, uid: int) -> str | None:
-    """Store one message through the intake, record it, file it away; its outcome, or None if it raised."""
+    """Store one message through the intake, record it, file it away; its outcome, None to retry it later."""
     settings = runtime.settings
     where = {"account": account, "folder": settings.imap_folder, "uidvalidity": place.uidvalidity, "uid": uid}
     raw = _read(client, uid)
@@ -207,7 +208,7 @@ def take_message(runtime: Runtime, client: IMAPClient, *, account: str, place: F
         _flag_failed(client, uid)
         record_taken(runtime, **where)
         log.error("IMAP message UID %s left in %s, flagged %s", uid, settings.imap_folder, FAILED_KEYWORD)
-        return None
+        return GIVEN_UP
     record_taken(runtime, **where)
     file_away(client, [uid], settings.imap_processed_folder)
     log.info("IMAP message UID %s in %s: %s %s", uid, settings.imap_folder, outcome.action, outcome.ticket_id or "")
