@@ -32,8 +32,7 @@ from service.runtime import Runtime
 from .browser import CHROMIUM_ARGS, INSTALL_HINT, browser_required, find_chromium, screenshots_dir
 from .fake_openai import FakeOpenAIServer
 from .helpers import ENVIRONMENT_OVERRIDES, MemoEmbedder
-from .imap_server import INSTALL_HINT as IMAP_INSTALL_HINT, REQUIRE_VARIABLE as REQUIRE_IMAP, DovecotServer, \
-    dovecot_usable
+from .imap_server import DovecotServer, dovecot_usable, require_dovecot
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -303,10 +302,7 @@ def browser() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def dovecot() -> Iterator[DovecotServer]:
     """A real Dovecot IMAP server on loopback for the session (one account; tests use folders of their own)."""
-    if not dovecot_usable():
-        if os.environ.get(REQUIRE_IMAP, "") not in ("", "0"):
-            pytest.fail(IMAP_INSTALL_HINT)
-        pytest.skip(IMAP_INSTALL_HINT)
+    require_dovecot(dovecot_usable())
     server = DovecotServer()
     try:
         yield server.start()

@@ -16,9 +16,13 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Mapping
+
+import pytest
 
 DOVECOT = shutil.which("dovecot") or "/usr/sbin/dovecot"
 DOVEADM = shutil.which("doveadm") or "/usr/bin/doveadm"
+IMAP_SERVER = Path("/usr/lib/dovecot/imap")  # what dovecot-imapd adds to dovecot-core
 REQUIRE_VARIABLE = "SUPPORTRAG_REQUIRE_IMAP"
 INSTALL_HINT = ("dovecot is not installed (apt-get install dovecot-imapd) or cannot run as root here: the IMAP "
                 f"tests need a real IMAP server on loopback; {REQUIRE_VARIABLE}=1 makes this a failure")
@@ -31,7 +35,7 @@ state_dir = {root}/state
 log_path = {root}/dovecot.log
 protocols = imap
 listen = 127.0.0.1
-ssl = no
+{ssl}
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 default_login_user = dovenull
@@ -75,13 +79,23 @@ def dovecot_usable() -> bool:
         pwd.getpwnam("dovenull"), pwd.getpwnam("dovecot")
     except KeyError:
         return False
-    return os.path.exists(DOVECOT) and os.geteuid() == 0
+    return os.path.exists(DOVECOT) and IMAP_SERVER.exists() and os.geteuid() == 0
+
+
+def require_dovecot(usable: bool, environ: Mapping[str, str] = os.environ) -> None:
+    """Skip (a developer machine) or fail (CI: SUPPORTRAG_REQUIRE_IMAP=1) when Dovecot cannot run here."""
+    if usable:
+        return
+    if environ.get(REQUIRE_VARIABLE, "") not in ("", "0"):
+        pytest.fail(INSTALL_HINT)
+    pytest.skip(INSTALL_HINT)
 
 
 class DovecotServer:
     """Dovecot on a fixed loopback port with one account; ``stop``/``start`` keep the port and the mail."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, tls: bool = False) -> None:
+        self.tls = tls
         self.root = Path(tempfile.mkdtemp(prefix="supportrag-dovecot-")).resolve()
         self.port = free_port()
         self.host, self.username, self.password = "127.0.0.1", USERNAME, PASSWORD
@@ -99,7 +113,17 @@ class DovecotServer:
         (self.root / "users").write_text(
             f"{USERNAME}:{{PLAIN}}{PASSWORD}:{uid}:{gid}::{self.root}/home::\n", encoding="utf-8")
         self.config = self.root / "dovecot.conf"
-        self.config.write_text(CONFIG.format(root=self.root, port=self.port, uid=uid, gid=gid), encoding="utf-8")
+        ssl = self._make_certificate() if self.tls else "ssl = no"
+        self.config.write_text(CONFIG.format(root=self.root, port=self.port, uid=uid, gid=gid, ssl=ssl),
+                               encoding="utf-8")
+
+    def _make_certificate(self) -> str:
+        """A self-signed certificate for 127.0.0.1 (``certificate``: what a client must trust); the ssl lines."""
+        self.certificate, key = self.root / "cert.pem", self.root / "key.pem"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                        "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key),
+                        "-out", str(self.certificate)], check=True, capture_output=True, timeout=60)
+        return f"ssl = yes\nssl_cert = <{self.certificate}\nssl_key = <{key}"
 
     def start(self) -> "DovecotServer":
         """Run ``dovecot -F`` and wait until the port accepts connections."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import ssl
 import uuid
+from pathlib import Path
 from email.message import EmailMessage
 from email.utils import make_msgid
 
@@ -14,8 +16,10 @@ from imapclient.imapclient import SEEN
 
 from service.config import ConfigError, Settings
 from service.db.models import ImapFolder, Ticket, TicketMessage
-from service.intake.imap import FAILED_KEYWORD, GIVEN_UP, MAX_ATTEMPTS, account_key
+from service.intake.imap import FAILED_KEYWORD, GIVEN_UP, MAX_ATTEMPTS, account_key, connect_mailbox
 from service.intake.imap_poller import ImapPoller, backoff_seconds
+
+from .imap_server import REQUIRE_VARIABLE, DovecotServer, require_dovecot
 
 
 def build_message(subject: str, *, sender: str = "carol@example.com", body: str | None = None) -> bytes:
@@ -235,6 +239,24 @@ def test_one_poller_fetches_per_deployment(imap):
         second.lock.release()
 
 
+def test_imap_tls_on_another_port_than_993_upgrades_with_starttls_and_verifies_the_certificate(
+        dovecot, settings, monkeypatch):
+    server = DovecotServer(tls=True).start()
+    try:
+        tls = dataclasses.replace(settings, imap_host=server.host, imap_port=server.port, imap_tls=True,
+                                  imap_username=server.username, imap_password=server.password)
+        with pytest.raises(ssl.SSLCertVerificationError):  # self-signed and not trusted: refused, never sent
+            connect_mailbox(tls, timeout=10)
+        monkeypatch.setenv("SSL_CERT_FILE", str(server.certificate))  # OpenSSL's default trust store, for now
+        client = connect_mailbox(tls, timeout=10)
+        try:
+            assert client.socket().version().startswith("TLS") and client.list_folders()
+        finally:
+            client.logout()
+    finally:
+        server.close()
+
+
 @pytest.mark.parametrize("failures, expected", [(1, 5.0), (2, 10.0), (3, 20.0), (8, 640.0), (9, 900.0)])
 def test_backoff_doubles_up_to_fifteen_minutes(failures, expected):
     assert backoff_seconds(failures) == expected
@@ -262,3 +284,12 @@ def test_imap_settings_are_read_from_the_environment():
 def test_bad_imap_settings_are_refused_with_the_setting_named(env, message):
     with pytest.raises(ConfigError, match=message):
         Settings.from_env(env)
+
+
+def test_without_dovecot_the_imap_tests_skip_saying_why_and_ci_makes_that_a_failure():
+    with pytest.raises(pytest.skip.Exception, match="apt-get install dovecot-imapd"):
+        require_dovecot(False, {})
+    with pytest.raises(pytest.fail.Exception, match="dovecot-imapd"):
+        require_dovecot(False, {REQUIRE_VARIABLE: "1"})
+    ci = (Path(__file__).resolve().parent.parent / ".ci" / "run").read_text()
+    assert f"export {REQUIRE_VARIABLE}=1" in ci and "apt-get install -y dovecot-imapd" in ci
