@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import ssl
 import uuid
 from pathlib import Path
@@ -19,6 +20,7 @@ from service.db.models import ImapFolder, Ticket, TicketMessage
 from service.intake.imap import FAILED_KEYWORD, GIVEN_UP, MAX_ATTEMPTS, account_key, connect_mailbox
 from service.intake.imap_poller import ImapPoller, backoff_seconds
 
+from .helpers import run_cli
 from .imap_server import REQUIRE_VARIABLE, DovecotServer, require_dovecot
 
 
@@ -226,6 +228,31 @@ def test_imap_down_backs_off_then_recovers_and_nothing_is_lost(imap, mailbox, do
     finally:
         poller.lock.release()
     assert set(email_tickets(imap)) == {message_id(raws[0])}
+
+
+def test_mail_fetch_once_reports_json_exits_75_while_the_server_is_down_and_1_on_a_refused_login(
+        cli_env, db_engine, dovecot, mailbox, monkeypatch):
+    raws = deliver(mailbox, "Asked through the command line")
+    for name, value in {"IMAP_HOST": dovecot.host, "IMAP_PORT": str(dovecot.port), "IMAP_TLS": "false",
+                        "IMAP_USERNAME": dovecot.username, "IMAP_PASSWORD": "wrong", "IMAP_FOLDER": mailbox[1],
+                        "SUPPORTRAG_AUTO_SEED": "0"}.items():
+        monkeypatch.setenv(name, value)
+    refused = run_cli("mail", "fetch", "--once", expect_success=False)
+    assert refused.exit_code == 1 and "refused the login" in refused.output and "IMAP_PASSWORD" in refused.output
+    monkeypatch.setenv("IMAP_PASSWORD", dovecot.password)
+    dovecot.stop()
+    try:
+        down = run_cli("mail", "fetch", "--once", expect_success=False)
+    finally:
+        dovecot.start()
+    assert down.exit_code == 75 and "try again later" in down.output
+    report = json.loads(run_cli("mail", "fetch", "--once").stdout)
+    assert (report["fetched"], report["outcomes"]) == (1, {"new_ticket": 1})
+    assert json.loads(run_cli("mail", "fetch", "--once").stdout)["fetched"] == 0
+    with db_engine.connect() as connection:
+        stored = connection.scalars(sa.select(TicketMessage.email_message_id)
+                                    .where(TicketMessage.email_message_id.is_not(None))).all()
+    assert stored == [message_id(raws[0])]
 
 
 def test_one_poller_fetches_per_deployment(imap):

@@ -6,7 +6,7 @@ import json
 import sys
 
 import click
-from imapclient.exceptions import IMAPClientError
+from imapclient.exceptions import IMAPClientError, LoginError
 from sqlalchemy.exc import OperationalError
 
 from service.cli.context import connect
@@ -40,12 +40,16 @@ def fetch(once: bool) -> None:
 
 
 def _fetch_once(poller: ImapPoller) -> None:
-    """One locked pass; exit 75 when the mailbox or the database cannot be reached."""
+    """One locked pass; exit 75 when the mailbox or the database cannot be reached, 1 when the login is refused."""
     try:
         if not poller.lock.hold():
             click.echo("another process is fetching from this mailbox; nothing done", err=True)
             return
         report = poller.run_once()
+    except LoginError as exc:  # retrying will not help: say what to fix
+        raise click.ClickException(f"the IMAP server refused the login of {poller.runtime.settings.imap_username} "
+                                   f"({exc}): check IMAP_USERNAME and IMAP_PASSWORD (an app password for hosted "
+                                   "mail; see docs/email-imap.md)") from exc
     except (OSError, IMAPClientError, OperationalError) as exc:
         click.echo(f"IMAP intake unavailable, try again later: {type(exc).__name__}: {exc}", err=True)
         sys.exit(EX_TEMPFAIL)
