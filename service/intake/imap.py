@@ -142,11 +142,12 @@ def record_failure(runtime: Runtime, *, account: str, folder: str, uidvalidity: 
 
 
 def pending_uids(client: IMAPClient, place: FolderPlace, *, seen_policy: bool) -> list[int]:
-    """UIDs still to take, oldest first: above ``last_uid``; under the \\Seen policy, mail already read when the
-    folder was first seen (at or below the baseline) is not taken."""
+    """UIDs still to take, oldest first: above ``last_uid``; under the \\Seen policy, mail already read (or given
+    up on) when the folder was first seen or reset (at or below the baseline) is not taken."""
     newer = [uid for uid in client.search(["UID", f"{place.last_uid + 1}:*"]) if uid > place.last_uid]
     if seen_policy and place.last_uid < place.baseline_uid:
-        unread = client.search(["UNSEEN", "UID", f"{place.last_uid + 1}:{place.baseline_uid}"])
+        unread = client.search(["UNSEEN", "UNKEYWORD", FAILED_KEYWORD, "UID",
+                                f"{place.last_uid + 1}:{place.baseline_uid}"])
         newer = [uid for uid in newer if uid > place.baseline_uid] + list(unread)
     return sorted(set(newer))
 
