@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import ssl
+import time
 import uuid
 from pathlib import Path
 from email.message import EmailMessage
@@ -16,12 +17,14 @@ from imapclient import IMAPClient
 from imapclient.imapclient import SEEN
 
 from service.config import ConfigError, Settings
+from service.db.engine import create_engine
 from service.db.models import ImapFolder, Ticket, TicketMessage
 from service.intake.imap import FAILED_KEYWORD, GIVEN_UP, MAX_ATTEMPTS, account_key, connect_mailbox
 from service.intake.imap_poller import ImapPoller, backoff_seconds
+from service.runtime import Runtime
 
 from .helpers import run_cli
-from .imap_server import REQUIRE_VARIABLE, DovecotServer, require_dovecot
+from .imap_server import REQUIRE_VARIABLE, DovecotServer, free_port, require_dovecot
 
 
 def build_message(subject: str, *, sender: str = "carol@example.com", body: str | None = None) -> bytes:
@@ -253,6 +256,23 @@ def test_mail_fetch_once_reports_json_exits_75_while_the_server_is_down_and_1_on
         stored = connection.scalars(sa.select(TicketMessage.email_message_id)
                                     .where(TicketMessage.email_message_id.is_not(None))).all()
     assert stored == [message_id(raws[0])]
+
+
+def test_the_poller_loop_survives_a_database_that_is_down_and_backs_off(imap, local_embedder):
+    down = create_engine(f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/gone", pool_size=1)
+    poller = ImapPoller(Runtime(imap.settings, down, local_embedder), interval=30.0, backoff_base=0.01,
+                        backoff_max=0.02)
+    try:
+        assert poller.step() == 0.01 and "OperationalError" in poller.last_error
+        poller.start()
+        deadline = time.monotonic() + 10
+        while poller.failures < 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert poller.failures >= 5 and poller._thread.is_alive()
+    finally:
+        poller.stop()
+        down.dispose()
+    assert not poller._thread.is_alive()
 
 
 def test_one_poller_fetches_per_deployment(imap):
