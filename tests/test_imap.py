@@ -228,6 +228,7 @@ def test_imap_down_backs_off_then_recovers_and_nothing_is_lost(imap, mailbox, do
         dovecot.start()
     try:
         assert poller.step() == 7.0 and poller.failures == 0 and poller.last_error is None
+        assert poller.last_report.outcomes == {"new_ticket": 1}
     finally:
         poller.lock.release()
     assert set(email_tickets(imap)) == {message_id(raws[0])}

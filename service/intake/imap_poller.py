@@ -77,7 +77,7 @@ class ImapPoller:
         self.lock = DeploymentLock(runtime.engine)
         self.failures = 0  # failed passes in a row
         self.last_error: str | None = None
-        self.passes: list[FetchReport] = []  # the last few passes, newest last
+        self.last_report: FetchReport | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -106,7 +106,7 @@ class ImapPoller:
             log.warning("IMAP intake from %s recovered after %s failed passes", self.runtime.settings.imap_host,
                         self.failures)
         self.failures, self.last_error = 0, None
-        self.passes = [*self.passes[-9:], report]
+        self.last_report = report
         if report.fetched:
             log.info("IMAP intake: %s", report.to_dict())
         return self.interval
