@@ -222,6 +222,22 @@ class Settings:
     inbound_message_attachments_max_bytes: int = integer(
         "INBOUND_MESSAGE_ATTACHMENTS_MAX_BYTES", 10 * 1024 * 1024, "all attachments of one inbound e-mail together",
         area=MAIL, low=0, high=2**31 - 1)
+    # IMAP intake (docs/email-imap.md): implicit TLS on port 993, STARTTLS on any other port.
+    imap_host: str | None = text("IMAP_HOST", None, "IMAP server the poller fetches support mail from; unset = no "
+                                 "IMAP intake", area=MAIL)
+    imap_port: int = integer("IMAP_PORT", 993, "its port: 993 is implicit TLS, any other port STARTTLS (with "
+                             "`IMAP_TLS`)", area=MAIL, low=1, high=65535)
+    imap_username: str | None = text("IMAP_USERNAME", None, "the mailbox's login", area=MAIL)
+    imap_password: str | None = text("IMAP_PASSWORD", None, "its password (an app password on hosted mail)",
+                                     area=MAIL, secret=True)
+    imap_tls: bool = flag("IMAP_TLS", True, "TLS to the IMAP server, certificate and host name checked (off only "
+                          "for a server on loopback)", area=MAIL)
+    imap_folder: str = text("IMAP_FOLDER", "INBOX", "the folder read", area=MAIL)
+    imap_processed_folder: str | None = text(
+        "IMAP_PROCESSED_FOLDER", None, "taken messages are moved there; unset = they are flagged \\Seen instead",
+        area=MAIL)
+    imap_poll_seconds: float = number("IMAP_POLL_SECONDS", 60.0, "seconds between two passes over the folder",
+                                      area=MAIL, low=1.0, high=86400.0)
 
     # ---- web
     host: str = text("SUPPORTRAG_HOST", "127.0.0.1", "address `serve` binds", area=WEB)
@@ -301,6 +317,10 @@ class Settings:
             raise ConfigError("SUPPORTRAG_SESSION_IDLE_SECONDS must be at most SUPPORTRAG_SESSION_LIFETIME_SECONDS")
         if self.mail_reply_to is not None and self.mail_reply_to.count("{token}") != 1:
             raise ConfigError("MAIL_REPLY_TO must contain {token} once, e.g. support+{token}@example.com")
+        if self.imap_host and not (self.imap_username and self.imap_password):
+            raise ConfigError("IMAP_HOST needs IMAP_USERNAME and IMAP_PASSWORD (an app password for hosted mail)")
+        if self.imap_processed_folder is not None and self.imap_processed_folder == self.imap_folder:
+            raise ConfigError("IMAP_PROCESSED_FOLDER must differ from IMAP_FOLDER")
         if self.inbound_attachment_max_bytes > self.inbound_message_attachments_max_bytes:
             raise ConfigError("INBOUND_ATTACHMENT_MAX_BYTES must be at most INBOUND_MESSAGE_ATTACHMENTS_MAX_BYTES")
 

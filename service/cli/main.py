@@ -6,7 +6,7 @@ import logging
 
 import click
 
-from service.cli import accounts, knowledge, learning, mail, settings, synonyms, tickets
+from service.cli import accounts, knowledge, learning, mail, mail_fetch, settings, synonyms, tickets
 from service.cli.context import CliGroup, connect, connect_bare
 from service.db.migrate import current_revision, downgrade_database, upgrade_database
 from service.retrieval.approximate import build_approximate_index
@@ -72,6 +72,7 @@ for command in (knowledge.add, knowledge.import_command, knowledge.search, knowl
                 knowledge.eval_command, tickets.ask, tickets.gaps, tickets.tickets_group, accounts.admin, accounts.token,
                 synonyms.synonyms, mail.mail, learning.candidates, learning.importance, settings.config_command):
     main.add_command(command)
+mail.mail.add_command(mail_fetch.fetch)  # IMAP intake (issue 24 item 9), in its own module
 
 
 @db.command("hnsw")
