@@ -181,6 +181,9 @@ class Settings:
     importance_max_step: float = 0.25
     candidate_dedup_threshold: float = 0.62  # tuned on the dev set: bench/dedup_threshold.py
     candidate_also_asked_threshold: float = 0.60  # likewise
+    # Issue 25 (agent-work): similar solved tickets as evidence for agents (docs/agents-workspace.md).
+    similar_tickets_limit: int = 3  # how many similar solved tickets /similar and the workspace show
+    similar_ticket_min_similarity: float = 0.75  # a solved ticket at least this close may ground an agent's draft
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -267,6 +270,9 @@ class Settings:
             importance_max_step=_float(env, "IMPORTANCE_MAX_STEP", 0.25),
             candidate_dedup_threshold=_float(env, "CANDIDATE_DEDUP_THRESHOLD", 0.62),
             candidate_also_asked_threshold=_float(env, "CANDIDATE_ALSO_ASKED_THRESHOLD", 0.60),
+            # Issue 25 (agent-work): similar solved tickets.
+            similar_tickets_limit=_int(env, "SIMILAR_TICKETS_LIMIT", 3),
+            similar_ticket_min_similarity=_float(env, "SIMILAR_TICKET_MIN_SIMILARITY", 0.75),
         )
         settings.validate()
         return settings
@@ -339,6 +345,11 @@ class Settings:
             raise ConfigError("IMPORTANCE_MAX_STEP must be above 0 and at most 2")
         if not (-1 <= self.candidate_dedup_threshold <= 1 and -1 <= self.candidate_also_asked_threshold <= 1):
             raise ConfigError("CANDIDATE_DEDUP_THRESHOLD and CANDIDATE_ALSO_ASKED_THRESHOLD must be between -1 and 1")
+        # Issue 25 (agent-work): similar solved tickets.
+        if not 1 <= self.similar_tickets_limit <= 20:
+            raise ConfigError("SIMILAR_TICKETS_LIMIT must be between 1 and 20")
+        if not -1 <= self.similar_ticket_min_similarity <= 1:
+            raise ConfigError("SIMILAR_TICKET_MIN_SIMILARITY must be between -1 and 1")
         if not 0 <= self.port <= 65535:
             raise ConfigError("PORT must be between 0 and 65535")
 

@@ -54,6 +54,8 @@ TOGGLED_ENDPOINTS = {
 AGENT_WRITE_ENDPOINTS = frozenset({
     "admin.logout", "admin_api.preview",
     "tickets_api.tickets_replies", "tickets_api.tickets_assign", "tickets_api.tickets_feedback",
+    # Issue 25: an agent ends their own sessions, and saves the reply they are typing.
+    "admin.logout_everywhere", "agent_work_api.composer_save",
 })
 AGENT_WRITE_PREFIXES = ("inbox.",)  # the agent inbox's forms
 ADMIN_ONLY_ENDPOINTS = frozenset({"admin.article_new", "admin_import.upload"})  # pages that only lead to a write
