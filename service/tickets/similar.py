@@ -84,11 +84,11 @@ def follow_solved_state(session: Session, ticket_id: int, solved: bool) -> None:
 
 def _solving_replies(session: Session, ticket_ids: list[int]) -> dict[int, str]:
     """Each ticket's latest public agent reply (the one that solved it)."""
-    rows = session.execute(
-        sa.select(TicketMessage.ticket_id, TicketMessage.body)
-        .where(TicketMessage.ticket_id.in_(ticket_ids), TicketMessage.kind == "agent_reply")
-        .order_by(TicketMessage.ticket_id, TicketMessage.id.desc())
-        .distinct(TicketMessage.ticket_id)).all()
+    latest = (sa.select(sa.func.max(TicketMessage.id))
+              .where(TicketMessage.ticket_id.in_(ticket_ids), TicketMessage.kind == "agent_reply")
+              .group_by(TicketMessage.ticket_id))
+    rows = session.execute(sa.select(TicketMessage.ticket_id, TicketMessage.body)
+                           .where(TicketMessage.id.in_(latest))).all()
     return dict(rows)
 
 

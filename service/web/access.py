@@ -80,6 +80,12 @@ def role_allows(role: str, endpoint: str, method: str) -> bool:
     return method in SAFE_METHODS or endpoint in AGENT_WRITE_ENDPOINTS or endpoint.startswith(AGENT_WRITE_PREFIXES)
 
 
+def may(endpoint: str, method: str = "POST") -> bool:
+    """For templates: whether the caller's role may use ``endpoint`` (so agents never see an admin-only button)."""
+    identity = g.get("identity")
+    return identity is not None and role_allows(identity.role, endpoint, method)
+
+
 def is_public(endpoint: str, settings) -> bool:
     """Whether anonymous callers may use ``endpoint`` under these settings."""
     if endpoint in PUBLIC_ENDPOINTS:
@@ -247,3 +253,4 @@ def init_access(app: Flask, settings) -> None:
     app.session_interface = DatabaseKeySessionInterface()
     app.before_request(enforce_access)
     app.jinja_env.globals["csrf_token"] = csrf_token
+    app.jinja_env.globals["may"] = may

@@ -174,7 +174,7 @@ SCHEMAS: dict[str, Any] = {
     "TicketPage": obj({"tickets": {"type": "array", "items": ref("Ticket")}, **PAGE_FIELDS},
                       ["tickets", *PAGE_FIELDS]),
     "Gaps": obj({"days": INTEGER, "groups": {"type": "array", "items": obj({
-        "nearest_article": nullable({"type": "object"}), "tickets": INTEGER, "needs_agent": INTEGER,
+        "nearest_article": nullable({"type": "object"}), "label": STRING, "tickets": INTEGER, "needs_agent": INTEGER,
         "not_helpful": INTEGER, "mean_similarity": nullable(NUMBER), "examples": {"type": "array"}})}},
         ["days", "groups"]),
     "PreviewRequest": obj({
