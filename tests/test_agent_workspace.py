@@ -9,7 +9,9 @@ import pytest
 import sqlalchemy as sa
 
 from service.accounts import create_admin
+from service.config import Settings
 from service.db.models import AdminUser, ticket_vectors
+from service.providers.llm import OpenAIChatModel
 from service.tickets.canned import add_canned
 from service.tickets.deflection import NO_MATCHING_ARTICLE, deflection_report
 
@@ -149,6 +151,14 @@ def test_a_ticket_question_is_embedded_when_answered_and_follows_solve_and_reope
     assert reopened.get_json()["state"] == "open" and _vector_row(session, ticket_id).solved_at is None
 
 
+def test_a_ticket_solved_without_a_stored_question_gets_one_at_the_solve(seeded, client, session):
+    ticket_id = _ticket(client, VAT, subject="Wrong VAT number")
+    session.execute(sa.delete(ticket_vectors).where(ticket_vectors.c.ticket_id == ticket_id))  # e.g. an old ticket
+    session.commit()
+    _solve(client, ticket_id, VAT_REPLY)
+    assert _vector_row(session, ticket_id).solved_at is not None
+
+
 def test_similar_lists_solved_tickets_best_first_with_the_scrubbed_solving_reply(seeded, client):
     solved = _ticket(client, VAT, subject="Wrong VAT number")
     _solve(client, solved, VAT_REPLY)
@@ -175,6 +185,25 @@ def test_the_draft_grounds_on_a_close_solved_ticket_but_customers_still_get_arti
     assert draft["citations"] == [{"number": 1, "ticket_id": solved, "title": f"Solved ticket T-{solved}",
                                    "url": f"/admin/inbox/{solved}"}]
     assert f"{{T-{solved}}}" in draft["draft"] and "[phone]" in draft["draft"]
+
+
+def test_with_a_language_model_the_draft_cites_a_solved_ticket_as_its_reference(seeded, client, fake_openai, tmp_path):
+    solved = _ticket(client, VAT, subject="Wrong VAT number")
+    _solve(client, solved, VAT_REPLY)
+    new = _ticket(client, VAT_AGAIN, subject="VAT on invoice")  # answered before the model is set: gated
+    fake_openai.state.chat_reply = "We corrected the VAT number and sent a new invoice [1]."
+    seeded.chat = OpenAIChatModel(Settings(data_dir=tmp_path, llm_base_url=fake_openai.base_url, llm_api_key="test",
+                                           llm_max_retries=0))
+    try:
+        draft = client.get(f"/api/tickets/{new}/draft").get_json()
+    finally:
+        seeded.chat.client.close()
+        seeded.chat = None
+    assert draft["mode"] == "llm" and draft["grounded"] is True
+    assert f"sent a new invoice {{T-{solved}}}." in draft["draft"] and "[1]" not in draft["draft"]
+    assert [c.get("ticket_id") for c in draft["citations"]] == [solved]
+    prompt = fake_openai.chat_requests()[-1]["body"]["messages"][-1]["content"]
+    assert f"Solved ticket T-{solved}" in prompt and "[email]" in prompt and "bo@example.com" not in prompt
 
 
 def test_the_workspace_shows_similar_tickets_beside_the_sections(seeded, client, agent):

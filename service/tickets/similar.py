@@ -76,6 +76,12 @@ def remember_ticket_question(session: Session, embedder: Embedder, ticket_id: in
     return True
 
 
+def ensure_ticket_question(session: Session, embedder: Embedder, ticket_id: int) -> bool:
+    """Embed the question now if it never was (a ticket from before, or an embedder that failed then)."""
+    exists = session.scalar(sa.select(ticket_vectors.c.ticket_id).where(ticket_vectors.c.ticket_id == ticket_id))
+    return exists is not None or remember_ticket_question(session, embedder, ticket_id)
+
+
 def follow_solved_state(session: Session, ticket_id: int, solved: bool) -> None:
     """Keep ``ticket_vectors.solved_at`` in step with the ticket: set when solved, cleared when it reopens."""
     session.execute(sa.update(ticket_vectors).where(ticket_vectors.c.ticket_id == ticket_id)

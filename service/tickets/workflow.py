@@ -186,6 +186,9 @@ def _remember_question(runtime: Runtime, ticket_id: int) -> None:
     """Embed the answered or escalated question for "similar solved tickets" (the search's vector, cached)."""
     try:
         with runtime.session() as session:
+            gate = session.get(Ticket, ticket_id).gate or {}
+            if gate.get("degraded") == DEGRADED_EMBEDDING:
+                return  # the embedder just failed: not again now; the solve embeds it (ensure_ticket_question)
             remember_ticket_question(session, runtime.embedder, ticket_id)
     except Exception:  # noqa: BLE001 - evidence for agents, never a reason to fail the ticket
         log.exception("ticket %s: question not stored for similar tickets", ticket_id)
