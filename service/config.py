@@ -199,6 +199,13 @@ class Settings:
         "FIRST_RESPONSE_HOURS", 8.0, "first-response target from the moment a ticket opens; past it the ticket is "
         "overdue", area=TICKETS, check=lambda value: value > 0, rule="positive")
 
+    similar_tickets_limit: int = integer(
+        "SIMILAR_TICKETS_LIMIT", 3, "how many similar solved tickets `/similar` and the agent workspace show",
+        area=TICKETS, low=1, high=20)
+    similar_ticket_min_similarity: float = number(
+        "SIMILAR_TICKET_MIN_SIMILARITY", 0.75, "a solved ticket at least this close (cosine) may ground an agent's "
+        "draft (`bench/similar_recall.py`)", area=TICKETS, low=-1.0, high=1.0)
+
     # ---- mail
     smtp_host: str | None = text("SMTP_HOST", None, "SMTP server; unset = no e-mail is queued or sent", area=MAIL)
     smtp_port: int = integer("SMTP_PORT", 25, "its port", area=MAIL, low=1, high=65535)

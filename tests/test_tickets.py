@@ -624,20 +624,20 @@ def test_gap_report_groups_handed_off_and_unhelpful_tickets_by_nearest_article(s
     assert response.status_code == 200
     report = response.get_json()
     assert report["days"] == 30
-    groups = {g["nearest_article"]["title"]: g for g in report["groups"]}
-    expected = {}
-    for ticket, needs_agent, not_helpful in ((unhelpful, 0, 1), (handed_off, 1, 0)):
-        nearest = ticket["citations"][0]
-        article = client.get(f"/api/articles/{nearest['article_id']}").get_json()["article"]
-        expected[nearest["title"]] = {
+    groups = {g["label"]: g for g in report["groups"]}
+    nearest = unhelpful["citations"][0]
+    article = client.get(f"/api/articles/{nearest['article_id']}").get_json()["article"]
+    # The handed-off ticket cleared no answer gate: it is filed as "no matching article", not under the nearest.
+    assert groups == {
+        nearest["title"]: {
             "nearest_article": {"id": nearest["article_id"], "title": nearest["title"],
-                                "category": article["category"]},
-            "tickets": 1, "needs_agent": needs_agent, "not_helpful": not_helpful,
-            "mean_similarity": pytest.approx(nearest["similarity"]), "examples": [ticket["subject"]],
-        }
-    assert len(expected) == 2, "the two troubled tickets should have different nearest articles"
-    assert groups == expected
-    assert len(report["groups"]) == 2
+                                "category": article["category"]}, "label": nearest["title"],
+            "tickets": 1, "needs_agent": 0, "not_helpful": 1,
+            "mean_similarity": pytest.approx(nearest["similarity"]), "examples": [unhelpful["subject"]]},
+        "no matching article": {
+            "nearest_article": None, "label": "no matching article", "tickets": 1, "needs_agent": 1,
+            "not_helpful": 0, "mean_similarity": None, "examples": [handed_off["subject"]]},
+    }
 
 
 def test_cli_gaps_prints_handed_off_and_unhelpful_tickets_by_nearest_article(cli_env):
@@ -655,10 +655,10 @@ def test_cli_gaps_prints_handed_off_and_unhelpful_tickets_by_nearest_article(cli
 
     lines = run("gaps").stdout.splitlines()
 
-    for ticket, needs_agent, not_helpful in ((handed_off, 1, 0), (answered, 0, 1)):
-        title = ticket["citations"][0]["title"]
-        header = (f"   1 tickets  nearest: {title} [{categories[title]}]  "
-                  f"(needs agent {needs_agent}, not helpful {not_helpful})")
+    title = answered["citations"][0]["title"]
+    for ticket, label, needs_agent, not_helpful in ((handed_off, "(no matching article)", 1, 0),
+                                                    (answered, f"{title} [{categories[title]}]", 0, 1)):
+        header = f"   1 tickets  nearest: {label}  (needs agent {needs_agent}, not helpful {not_helpful})"
         assert header in lines, "\n".join(lines)
         assert lines[lines.index(header) + 1] == f"        - {ticket['subject']}"
     assert len(lines) == 4

@@ -18,6 +18,7 @@ from service.db.models import WORK_STATES, AdminUser, MailOutbox, Ticket
 from service.knowledge.articles import BIGINT_MAX
 from service.mail.compose import new_message_id
 from service.mail.outbox import enqueue_mail
+from service.tickets.composer import clear_composer
 from service.tickets.drafts import edit_ratio, latest_draft, mark_drafts_used
 from service.tickets.queries import TicketNotFound, TicketView, ticket_views
 from service.tickets.states import Actor, apply_event
@@ -152,6 +153,7 @@ def send_reply(session: Session, settings: Settings, ticket_id: int, fields: dic
                           draft_article_ids=list(draft.article_ids) if draft else None,
                           edit_ratio=edit_ratio(draft.body, body) if draft and draft.body else None)
     mark_drafts_used(session, ticket.id, message.id)
+    clear_composer(session, ticket.id, agent.user_id)  # sent: nothing unsent is left to restore
     if ticket.first_response_at is None:
         ticket.first_response_at = message.created_at
     outbox = enqueue_mail(session, settings, ticket, subject=reply_subject(ticket, f"T-{ticket.id}"),

@@ -56,6 +56,8 @@ TOGGLED_ENDPOINTS = {
 AGENT_WRITE_ENDPOINTS = frozenset({
     "admin.logout", "admin_api.preview",
     "tickets_api.tickets_replies", "tickets_api.tickets_assign", "tickets_api.tickets_feedback",
+    # Issue 25: an agent ends their own sessions, and saves the reply they are typing.
+    "admin.logout_everywhere", "agent_work_api.composer_save",
 })
 AGENT_WRITE_PREFIXES = ("inbox.",)  # the agent inbox's forms
 ADMIN_ONLY_ENDPOINTS = frozenset({"admin.article_new", "admin_import.upload"})  # pages that only lead to a write
@@ -78,6 +80,12 @@ def role_allows(role: str, endpoint: str, method: str) -> bool:
     if endpoint in ADMIN_ONLY_ENDPOINTS:
         return False
     return method in SAFE_METHODS or endpoint in AGENT_WRITE_ENDPOINTS or endpoint.startswith(AGENT_WRITE_PREFIXES)
+
+
+def may(endpoint: str, method: str = "POST") -> bool:
+    """For templates: whether the caller's role may use ``endpoint`` (so agents never see an admin-only button)."""
+    identity = g.get("identity")
+    return identity is not None and role_allows(identity.role, endpoint, method)
 
 
 def is_public(endpoint: str, settings) -> bool:
@@ -247,3 +255,4 @@ def init_access(app: Flask, settings) -> None:
     app.session_interface = DatabaseKeySessionInterface()
     app.before_request(enforce_access)
     app.jinja_env.globals["csrf_token"] = csrf_token
+    app.jinja_env.globals["may"] = may

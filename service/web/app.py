@@ -12,6 +12,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from service.runtime import Runtime, default_runtime
 from service.web.access import init_access
 from service.web.admin.api import admin_api
+from service.web.agent_work import agent_work_api
 from service.web.admin.dashboard import admin_dashboard
 from service.web.admin.importing import admin_import
 from service.web.admin.canned import canned
@@ -52,6 +53,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.extensions["supportrag"] = runtime
     app.register_blueprint(api)
     app.register_blueprint(tickets_api)
+    app.register_blueprint(agent_work_api)
     app.register_blueprint(learning_api)
     app.register_blueprint(health)
     app.register_blueprint(admin_api)

@@ -174,7 +174,7 @@ SCHEMAS: dict[str, Any] = {
     "TicketPage": obj({"tickets": {"type": "array", "items": ref("Ticket")}, **PAGE_FIELDS},
                       ["tickets", *PAGE_FIELDS]),
     "Gaps": obj({"days": INTEGER, "groups": {"type": "array", "items": obj({
-        "nearest_article": nullable({"type": "object"}), "tickets": INTEGER, "needs_agent": INTEGER,
+        "nearest_article": nullable({"type": "object"}), "label": STRING, "tickets": INTEGER, "needs_agent": INTEGER,
         "not_helpful": INTEGER, "mean_similarity": nullable(NUMBER), "examples": {"type": "array"}})}},
         ["days", "groups"]),
     "PreviewRequest": obj({
@@ -205,10 +205,21 @@ SCHEMAS: dict[str, Any] = {
                         ["message", "state"]),
     "Assign": obj({"assignee": nullable({"type": "string", "minLength": 1, "maxLength": 64,
                                          "pattern": NO_NUL_PATTERN})}, ["assignee"], closed=True),
-    "Draft": obj({"draft": STRING, "citations": {"type": "array", "items": obj({
-        "number": INTEGER, "article_id": INTEGER, "title": STRING, "section": nullable(STRING), "url": STRING},
-        ["number", "article_id", "title", "url"])}, "mode": {"enum": ["llm", "extractive", "none"]}, "id": INTEGER},
-        ["draft", "citations"]),
+    "Draft": obj({"draft": STRING, "citations": {"type": "array", "items": {"oneOf": [
+        obj({"number": INTEGER, "article_id": INTEGER, "title": STRING, "section": nullable(STRING), "url": STRING},
+            ["number", "article_id", "title", "url"]),
+        obj({"number": INTEGER, "ticket_id": INTEGER, "title": STRING, "url": STRING},
+            ["number", "ticket_id", "title", "url"])]}},
+        "mode": {"enum": ["llm", "extractive", "none"]}, "id": INTEGER, "grounded": BOOLEAN,
+        "notice": nullable(STRING)}, ["draft", "citations", "grounded"]),
+    # Issue 25 (agent-work): the composer saved as typed, similar solved tickets.
+    "ComposerSave": obj({"body": {"type": "string", "maxLength": BODY_MAX, "pattern": NO_NUL_PATTERN}}, ["body"],
+                        closed=True),
+    "ComposerEnvelope": obj({"composer": obj({"body": STRING, "updated_at": nullable(TIMESTAMP)},
+                                             ["body", "updated_at"])}, ["composer"]),
+    "SimilarTickets": obj({"tickets": {"type": "array", "items": obj({
+        "ticket_id": INTEGER, "similarity": NUMBER, "question": STRING, "reply": STRING, "solved_at": TIMESTAMP},
+        ["ticket_id", "similarity", "question", "reply", "solved_at"])}}, ["tickets"]),
     "InboundOutcome": obj({"outcome": obj({
         "action": {"enum": ["follow_up", "new_ticket", "duplicate", "ignored", "quarantined"]},
         "ticket_id": nullable(INTEGER), "reason": STRING}, ["action", "ticket_id", "reason"])}, ["outcome"]),

@@ -12,6 +12,7 @@ from service.tickets.drafts import make_draft
 from service.tickets.learning import propose_from_solved_ticket
 from service.tickets.queries import add_feedback, content_gaps, get_ticket, list_tickets
 from service.tickets.secrets import new_ticket_secret
+from service.tickets.similar import ensure_ticket_question
 from service.tickets.states import Actor
 from service.tickets.thread import ticket_thread
 from service.tickets.work import acknowledge, assign_ticket, list_queue, mail_statuses, send_reply, work_ticket
@@ -136,6 +137,11 @@ def learn_from_solved_ticket(ticket_id: int) -> None:
     Its own transaction, so a failing embedder or language model is logged and never undoes the reply.
     """
     rt = runtime()
+    try:
+        with rt.session() as session:  # a solved ticket is evidence for the next like it (issue 25)
+            ensure_ticket_question(session, rt.embedder, ticket_id)
+    except Exception:  # noqa: BLE001 - the reply is stored; the vector is a by-product
+        log.exception("solved ticket %s: question not stored for similar tickets", ticket_id)
     try:
         with rt.session() as session:
             propose_from_solved_ticket(session, embedder=rt.embedder, settings=rt.settings, chat=rt.chat,

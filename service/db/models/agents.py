@@ -87,6 +87,11 @@ class TicketDraft(Base):
     mode: Mapped[str] = mapped_column(sa.Text, nullable=False)  # "llm" | "extractive" | "none"
     instruction: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     created_at: Mapped[datetime] = _now()
+    # Issue 25 (migration 0022): whether evidence above its threshold backs the draft, and the solved tickets
+    # it cites beside the articles.
+    grounded: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, server_default=sa.true())
+    ticket_ids: Mapped[list[int]] = mapped_column(ARRAY(sa.BigInteger), nullable=False, server_default="{}")
+    notice: Mapped[str | None] = mapped_column(sa.Text, nullable=True)  # "nothing above the threshold: …"
     # The reply that started from this draft (or from a later one): a used draft is never offered again.
     used_by_message_id: Mapped[int | None] = mapped_column(
         sa.BigInteger, sa.ForeignKey("ticket_messages.id", ondelete="SET NULL"), nullable=True)

@@ -43,11 +43,16 @@ def importance_badge(importance: float) -> tuple[str, str]:
 
 
 def safe_next(target: str | None) -> str:
-    """Only local /admin paths, so the login form cannot be used as an open redirect."""
+    """Only local /admin paths, so the login form cannot be used as an open redirect; else "" (the home page)."""
     parts = urlsplit(target or "")
     if target and not parts.scheme and not parts.netloc and target.startswith("/admin") and "\\" not in target:
         return target
-    return url_for("admin.articles")
+    return ""
+
+
+def home_for(role: str) -> str:
+    """Where an account lands: agents on their Inbox, admins on the articles list."""
+    return url_for("inbox.queue" if role == "agent" else "admin.articles")
 
 
 def _page_number() -> int:
@@ -107,7 +112,7 @@ def login():
             db().commit()
             log_in(found)
             flash(f"Logged in as {found.username}.", "success")
-            return redirect(next_url)
+            return redirect(next_url or home_for(found.role))
         flash("Wrong username or password.", "error")
         return render_template("admin/login.html", next=next_url, username=username, no_admins=False), 401
     return render_template("admin/login.html", next=next_url, username="", no_admins=count_admins(db()) == 0)
@@ -131,8 +136,9 @@ def logout_everywhere():
 
 @admin.get("/")
 def index():
-    """The articles list is the home page."""
-    return redirect(url_for("admin.articles"))
+    """The home page: agents land on their Inbox, admins on the articles list."""
+    identity = g.get("identity")
+    return redirect(home_for(identity.role if identity is not None else "admin"))
 
 
 @admin.get("/articles")
