@@ -181,6 +181,10 @@ class Settings:
     importance_max_step: float = 0.25
     candidate_dedup_threshold: float = 0.62  # tuned on the dev set: bench/dedup_threshold.py
     candidate_also_asked_threshold: float = 0.60  # likewise
+    # Issue 25 items 4-6 (agent-team): where "escalated and unassigned" notifications go (empty: every agent with
+    # an e-mail who wants them), and how long an agent's presence on a ticket lasts without a heartbeat.
+    notify_team_address: str | None = None
+    presence_seconds: int = 30
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -267,6 +271,8 @@ class Settings:
             importance_max_step=_float(env, "IMPORTANCE_MAX_STEP", 0.25),
             candidate_dedup_threshold=_float(env, "CANDIDATE_DEDUP_THRESHOLD", 0.62),
             candidate_also_asked_threshold=_float(env, "CANDIDATE_ALSO_ASKED_THRESHOLD", 0.60),
+            notify_team_address=(env.get("NOTIFY_TEAM_ADDRESS") or "").strip() or None,
+            presence_seconds=_int(env, "PRESENCE_SECONDS", 30),
         )
         settings.validate()
         return settings
@@ -339,6 +345,11 @@ class Settings:
             raise ConfigError("IMPORTANCE_MAX_STEP must be above 0 and at most 2")
         if not (-1 <= self.candidate_dedup_threshold <= 1 and -1 <= self.candidate_also_asked_threshold <= 1):
             raise ConfigError("CANDIDATE_DEDUP_THRESHOLD and CANDIDATE_ALSO_ASKED_THRESHOLD must be between -1 and 1")
+        if self.notify_team_address is not None and ("@" not in self.notify_team_address
+                                                     or any(c in self.notify_team_address for c in "\r\n")):
+            raise ConfigError("NOTIFY_TEAM_ADDRESS must be one e-mail address")
+        if not 5 <= self.presence_seconds <= 3600:
+            raise ConfigError("PRESENCE_SECONDS must be between 5 and 3600")
         if not 0 <= self.port <= 65535:
             raise ConfigError("PORT must be between 0 and 65535")
 

@@ -25,6 +25,7 @@ from service.config import Settings
 from service.db.models import MailOutbox, Ticket, TicketMessage
 from service.mail.compose import token_from_address
 from service.runtime import Runtime
+from service.tickets.notifications import notify_customer_reply
 from service.tickets.queries import get_ticket
 from service.tickets.secrets import new_ticket_secret
 from service.tickets.states import CUSTOMER, apply_event
@@ -156,8 +157,9 @@ def add_follow_up(session: Session, settings: Settings, ticket_id: int, mail: In
     """The customer's e-mail joins the thread, and the ticket goes back to the agents' queue."""
     add_message(session, ticket_id, "customer", mail.text[:BODY_MAX], channel="email",
                 email_message_id=mail.message_id)
-    apply_event(session, session.get(Ticket, ticket_id), "customer_follow_up", CUSTOMER,
-                first_response_hours=settings.first_response_hours)
+    ticket = session.get(Ticket, ticket_id)
+    apply_event(session, ticket, "customer_follow_up", CUSTOMER, first_response_hours=settings.first_response_hours)
+    notify_customer_reply(session, settings, ticket, mail.text[:BODY_MAX])  # the assignee, through the outbox
 
 
 def new_ticket_fields(mail: InboundMail) -> dict[str, str]:

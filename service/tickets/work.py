@@ -20,7 +20,9 @@ from service.mail.compose import new_message_id
 from service.mail.outbox import enqueue_mail
 from service.tickets.drafts import edit_ratio, latest_draft, mark_drafts_used
 from service.tickets.queries import TicketNotFound, TicketView, ticket_views
+from service.tickets.ratings import rating_invitation
 from service.tickets.states import Actor, apply_event
+from service.tickets.team import display_name
 from service.tickets.thread import MessageView, add_message, message_view
 from service.tickets.validation import BODY_MAX
 from service.validation import ValidationError
@@ -154,8 +156,11 @@ def send_reply(session: Session, settings: Settings, ticket_id: int, fields: dic
     mark_drafts_used(session, ticket.id, message.id)
     if ticket.first_response_at is None:
         ticket.first_response_at = message.created_at
+    author = session.get(AdminUser, agent.user_id) if agent.user_id is not None else None
+    mail_body = body + rating_invitation(settings, ticket) if status == "solved" else body  # CSAT (issue 25)
     outbox = enqueue_mail(session, settings, ticket, subject=reply_subject(ticket, f"T-{ticket.id}"),
-                          body=body, message_id=message_id)
+                          body=mail_body, message_id=message_id,
+                          from_name=display_name(author.display_name if author else None))
     apply_event(session, ticket, "agent_reply", agent, requested=status or "pending",
                 first_response_hours=settings.first_response_hours)
     session.flush()
