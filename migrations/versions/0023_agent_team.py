@@ -1,8 +1,8 @@
 """The agents' team work (issue 25, items 4-6): tags, who read what, who is on a ticket now, CSAT, ticket search.
 
 - ``ticket_tags``: a ticket's labels, one row each (filtered with ``?tag=``).
-- ``ticket_reads``: when each agent last opened each ticket; a customer message newer than the assignee's read
-  marks the ticket unread.
+- ``ticket_reads``: the newest thread message each agent had when they last opened each ticket; a customer message
+  after it marks the ticket unread for its assignee (ids, not clocks: a transaction's now() is its start).
 - ``ticket_presence``: "Agnes is viewing / replying": a heartbeat row per agent and ticket that expires.
 - ``ticket_ratings``: the customer's "How did we do?" (one per ticket, a second replaces the first), with the
   agent who solved it, for CSAT by agent and AI-only vs agent-solved.
@@ -43,7 +43,8 @@ def upgrade() -> None:
     op.create_table("ticket_tags", _ticket_fk(), sa.Column("tag", sa.Text, primary_key=True), _now("created_at"),
                     sa.CheckConstraint("tag ~ '^[a-z0-9][a-z0-9_-]{0,39}$'", name="ticket_tags_tag_valid"))
     op.create_index("ticket_tags_tag", "ticket_tags", ["tag"])
-    op.create_table("ticket_reads", _ticket_fk(), _user_fk(), _now("read_at"))
+    op.create_table("ticket_reads", _ticket_fk(), _user_fk(),
+                    sa.Column("last_message_id", sa.BigInteger, nullable=False), _now("read_at"))
     op.create_table("ticket_presence", _ticket_fk(), _user_fk(),
                     sa.Column("activity", sa.Text, nullable=False),
                     sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False), _now("updated_at"),

@@ -1,6 +1,6 @@
 """Who is on a ticket now (presence by short polling: a heartbeat row that expires) and who read what (unread).
 
-A ticket is unread for its assignee while a customer message is newer than the assignee's last view of it.
+A ticket is unread for its assignee while a customer message came after the newest message of their last view.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from sqlalchemy.orm import Session
 from service.db.models import PRESENCE_ACTIVITIES, AdminUser, Ticket, TicketMessage, TicketPresence, TicketRead
 from service.tickets.thread import PUBLIC_KINDS
 from service.validation import ValidationError
-
-NEVER = sa.literal("-infinity").cast(sa.DateTime(timezone=True))
 
 
 @dataclass(frozen=True)
@@ -48,19 +46,21 @@ class Presence:
 
 def unread_expression() -> sa.ColumnElement[bool]:
     """True for a ticket whose assignee has not opened it since the customer last wrote (correlates on tickets)."""
-    last_read = (sa.select(TicketRead.read_at)
+    last_read = (sa.select(TicketRead.last_message_id)
                  .where(TicketRead.ticket_id == Ticket.id, TicketRead.user_id == Ticket.assignee_id)
                  .scalar_subquery())
     newer = sa.exists().where(TicketMessage.ticket_id == Ticket.id, TicketMessage.kind == "customer",
-                              TicketMessage.created_at > sa.func.coalesce(last_read, NEVER))
+                              TicketMessage.id > sa.func.coalesce(last_read, 0))
     return sa.and_(Ticket.assignee_id.is_not(None), newer)
 
 
 def mark_read(session: Session, ticket_id: int, user_id: int) -> None:
-    """The agent has opened the ticket now."""
-    now = sa.func.clock_timestamp()
-    session.execute(insert(TicketRead).values(ticket_id=ticket_id, user_id=user_id, read_at=now)
-                    .on_conflict_do_update(index_elements=["ticket_id", "user_id"], set_={"read_at": now}))
+    """The agent has opened the ticket now, seeing its thread up to the newest message."""
+    newest = sa.select(sa.func.coalesce(sa.func.max(TicketMessage.id), 0)).where(
+        TicketMessage.ticket_id == ticket_id).scalar_subquery()
+    values = {"last_message_id": newest, "read_at": sa.func.clock_timestamp()}
+    session.execute(insert(TicketRead).values(ticket_id=ticket_id, user_id=user_id, **values)
+                    .on_conflict_do_update(index_elements=["ticket_id", "user_id"], set_=values))
 
 
 def unread_count(session: Session, user_id: int) -> int:

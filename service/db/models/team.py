@@ -43,12 +43,17 @@ class TicketTag(Base):
 
 
 class TicketRead(Base):
-    """When an agent last opened a ticket: newer customer messages make it unread for its assignee."""
+    """The newest thread message an agent had when they last opened a ticket: later customer messages are unread.
+
+    Message ids, not clocks: a message's ``created_at`` is its transaction's start, which can be before a view
+    that commits earlier.
+    """
 
     __tablename__ = "ticket_reads"
 
     ticket_id: Mapped[int] = _ticket_key()
     user_id: Mapped[int] = _user_key()
+    last_message_id: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
     read_at: Mapped[datetime] = _now()
 
 
