@@ -292,13 +292,15 @@ def test_an_ai_answer_the_customer_marked_solved_counts_as_ai_only(team, client,
     assert 'id="csat"' in dashboard and "AI only" in dashboard and "100%" in dashboard
 
 
-def test_the_old_tickets_list_redirects_to_the_one_list_keeping_its_filters(team, agnes):
-    response = agnes.get("/admin/tickets?status=needs_agent")
-    assert response.status_code == 301
-    assert response.headers["Location"].endswith("/admin/inbox?queue=all&status=needs_agent")
-    page = agnes.get("/admin/inbox?queue=solved").get_data(as_text=True)
+def test_the_old_tickets_list_is_the_one_list_with_every_queue_and_the_ai_status_filter(team, client, agnes):
+    escalated, _ = _escalated(client, subject="Parrot food")
+    client.post("/api/tickets", json={"subject": "Password reset", "body": "How do I reset my password?"})
+    page = agnes.get("/admin/tickets?status=needs_agent").get_data(as_text=True)
+    assert f"T-{escalated} Parrot food" in page and "Password reset" not in page
     for label in ("Mine", "Unassigned", "Open", "Pending", "Solved", "All"):
         assert f">{label} <span class=\"count\">" in page
+    assert "Password reset" in agnes.get("/admin/tickets").get_data(as_text=True)  # all tickets, as it used to
+    assert "Password reset" not in agnes.get("/admin/inbox").get_data(as_text=True)  # unassigned work only
 
 
 def test_admins_edit_anyone_and_agents_only_themselves(team, agnes, admin_client):

@@ -1,4 +1,4 @@
-"""The one ticket list (/admin/inbox: queues, search, filters, bulk), the workspace's team panel (presence, tags,
+"""Bulk actions and tags from the pages, the workspace's team panel (presence, tags,
 customer history), the agent's own settings (/admin/settings) and the team list (/admin/agents)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from flask import Blueprint, Flask, abort, flash, g, redirect, render_template, 
 
 from service.accounts import user_id_for
 from service.db.models import Ticket
-from service.tickets.desk import QUEUES, bulk_update, customer_history, list_desk, queue_counts
+from service.tickets.desk import QUEUES, bulk_update, customer_history
 from service.tickets.presence import beat, mark_read, presence, unread_count
 from service.tickets.ratings import csat_report
 from service.tickets.states import Actor
@@ -17,37 +17,16 @@ from service.tickets.tags import parse_tag_text, set_tags, ticket_tags
 from service.tickets.team import get_profile, list_profiles, update_profile
 from service.validation import ValidationError
 from service.web.admin.pages import nav_context
-from service.web.desk import LIST_ARGUMENTS, filters_from, my_user_id
-from service.web.errors import ApiError
+from service.web.desk import LIST_ARGUMENTS, my_user_id
 from service.web.help.rating import help_rating
-from service.web.requests import db, page_count, parse_whole_number, runtime
+from service.web.requests import db, parse_whole_number, runtime
 
 desk = Blueprint("desk", __name__, url_prefix="/admin")
 desk.context_processor(nav_context)
-QUEUE_LABELS = {"mine": "Mine", "unassigned": "Unassigned", "open": "Open", "pending": "Pending",
-                "solved": "Solved", "all": "All", "overdue": "Overdue"}
-PER_PAGE = 50
 
 
 def _errors(exc: ValidationError) -> str:
     return "; ".join(f"{k} {v}" for k, v in exc.details.items()) or exc.message
-
-
-def ticket_list_page():
-    """The one ticket list: a queue, the search box and filters, every queue's count, bulk actions."""
-    args = request.args.to_dict()
-    args.setdefault("queue", "unassigned")
-    page = min(max(parse_whole_number(args.pop("page", None)) or 1, 1), 1_000_000)
-    try:
-        filters = filters_from(args)
-        items, total = list_desk(db(), filters, user_id=my_user_id(), page=page, per_page=PER_PAGE)
-    except (ValidationError, ApiError) as exc:
-        flash(f"Filter ignored: {_errors(exc) if isinstance(exc, ValidationError) else exc.message}.", "error")
-        return redirect(url_for("inbox.queue"))
-    return render_template("admin/desk_list.html", items=items, total=total, page=page,
-                           pages=max(1, page_count(total, PER_PAGE)), filters=filters, args=args,
-                           counts=queue_counts(db(), my_user_id()), labels=QUEUE_LABELS,
-                           agents=list_profiles(db()))
 
 
 @desk.post("/desk/<int:ticket_id>/tags", endpoint="tags")

@@ -11,7 +11,7 @@ from service.tickets.states import Actor
 from service.tickets.thread import ticket_thread
 from service.tickets.work import assign_ticket, mail_statuses, send_reply, work_item
 from service.validation import ValidationError
-from service.web.admin.desk import ticket_list_page
+from service.web.admin.ticket_list import ticket_list_page
 from service.web.admin.pages import nav_context
 from service.web.links import article_link
 from service.web.requests import db, runtime

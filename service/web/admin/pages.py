@@ -24,6 +24,7 @@ from service.knowledge.indexing import list_sections
 from service.tickets.queries import TicketNotFound, get_ticket, list_tickets
 from service.validation import ValidationError
 from service.web.access import log_in, log_out, log_out_everywhere
+from service.web.admin.ticket_list import ticket_list_page
 from service.web.limits import clear_login_failures, login_bucket, reserve_login_attempt
 from service.web.requests import db, page_count, parse_whole_number, runtime
 
@@ -232,9 +233,8 @@ def preview():
 
 @admin.get("/tickets")
 def tickets():
-    """The old tickets list: now the one list under /admin/inbox (redirected, filters kept)."""
-    kept = {k: v for k, v in request.args.items() if k in ("status", "article_id", "page")}
-    return redirect(url_for("inbox.queue", queue="all", **kept), 301)
+    """The one ticket list, as under /admin/inbox, showing every ticket by default (old links keep working)."""
+    return ticket_list_page(default_queue="all")
 
 
 @admin.get("/tickets/<int:ticket_id>")
