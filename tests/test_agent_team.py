@@ -314,3 +314,21 @@ def test_admins_edit_anyone_and_agents_only_themselves(team, agnes, admin_client
                                                "email": "agnes@team.test", "notify_by_email": "1",
                                                "csrf_token": csrf_from(page)})
     assert "Agnes K." in admin_client.get("/admin/agents").get_data(as_text=True)
+
+
+def test_the_cli_creates_and_edits_an_agents_display_name_email_and_switch(cli_env):
+    from click.testing import CliRunner
+
+    from service.cli.main import main
+
+    runner = CliRunner()
+    created = runner.invoke(main, ["admin", "create", "--username", "agnes", "--password", PASSWORD, "--role",
+                                   "agent", "--email", "agnes@team.test", "--display-name", "Agnes"])
+    assert created.exit_code == 0, created.output
+    assert "Agnes  agnes@team.test  notifications on" in runner.invoke(main, ["admin", "list"]).output
+    edited = runner.invoke(main, ["admin", "edit", "--username", "agnes", "--display-name", "Agnes K.",
+                                  "--no-notify"])
+    assert edited.exit_code == 0 and "notifications off" in edited.output
+    assert "Agnes K.  agnes@team.test  notifications off" in runner.invoke(main, ["admin", "list"]).output
+    bad = runner.invoke(main, ["admin", "edit", "--username", "agnes", "--email", "not an address"])
+    assert bad.exit_code == 1 and "email" in bad.output

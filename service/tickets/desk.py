@@ -111,7 +111,7 @@ def filter_clauses(filters: TicketFilters, user_id: int | None) -> list[Any]:
         where.append(Ticket.id.in_(sa.select(TicketTag.ticket_id).where(TicketTag.tag == filters.tag.lower())))
     if filters.since:
         where.append(Ticket.created_at >= datetime.combine(filters.since, datetime.min.time()))
-    if filters.until:
+    if filters.until and filters.until < date.max:
         where.append(Ticket.created_at < datetime.combine(filters.until + timedelta(days=1), datetime.min.time()))
     if filters.article_id is not None:
         where.append(Ticket.id.in_(sa.select(TicketCitation.ticket_id)
