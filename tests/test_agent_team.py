@@ -157,8 +157,8 @@ def test_two_agents_on_one_ticket_see_each_other_until_the_heartbeat_expires(tea
     assert agnes.get(f"/api/tickets/{ticket_id}/presence").get_json()["viewers"] == []
     assert_error(bert.put(f"/api/tickets/{ticket_id}/presence", json={"activity": "dancing"}), 400,
                  "validation_error")
-    assert_error(client.put(f"/api/tickets/{ticket_id}/presence", json={"activity": "viewing"}), 400,
-                 "validation_error")  # a token is nobody
+    assert_error(client.put(f"/api/tickets/{ticket_id}/presence", json={"activity": "viewing"}), 403,
+                 "forbidden")  # a token is nobody
 
 
 def test_presence_reports_the_newest_public_message_so_sending_can_warn(team, client, anonymous_client, agnes):

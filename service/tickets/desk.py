@@ -172,15 +172,22 @@ def customer_history(session: Session, ticket_id: int, *, limit: int = 20) -> li
     return [HistoryItem(*row) for row in rows]
 
 
+def clean_ticket_ids(raw: Any) -> list[int]:
+    """1 to BULK_MAX positive whole numbers (JSON's ``7.0`` is 7, as JSON Schema's integer allows)."""
+    def whole(value: Any) -> bool:
+        return not isinstance(value, bool) and (isinstance(value, int) or isinstance(value, float)
+                                                and value.is_integer()) and value > 0
+    if not isinstance(raw, list) or not 1 <= len(raw) <= BULK_MAX or not all(whole(i) for i in raw):
+        raise ValidationError("invalid bulk action", {"ids": f"must be a list of 1 to {BULK_MAX} ticket ids"})
+    return [int(i) for i in raw]
+
+
 def bulk_update(session: Session, ticket_ids: Any, action: Any, *, agent: Actor,
                 assignee_id: int | None = None) -> list[int]:
     """Assign (``assignee_id``, None: unassign) or solve (without a reply) many tickets; returns the ids changed."""
     if action not in BULK_ACTIONS:
         raise ValidationError("invalid bulk action", {"action": f"must be one of {', '.join(BULK_ACTIONS)}"})
-    if (not isinstance(ticket_ids, list) or not 1 <= len(ticket_ids) <= BULK_MAX
-            or not all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in ticket_ids)):
-        raise ValidationError("invalid bulk action", {"ids": f"must be a list of 1 to {BULK_MAX} ticket ids"})
-    tickets = [work_ticket(session, i) for i in dict.fromkeys(ticket_ids)]
+    tickets = [work_ticket(session, i) for i in dict.fromkeys(clean_ticket_ids(ticket_ids))]
     changed = []
     for ticket in tickets:
         if action == "assign" and ticket.assignee_id != assignee_id:

@@ -6,12 +6,21 @@ from __future__ import annotations
 from flask import Blueprint, g, jsonify, request
 
 from service.accounts import user_id_for
-from service.tickets.desk import UNASSIGNED, TicketFilters, bulk_update, customer_history, list_desk, parse_day
+from service.tickets.desk import (
+    UNASSIGNED,
+    TicketFilters,
+    bulk_update,
+    clean_ticket_ids,
+    customer_history,
+    list_desk,
+    parse_day,
+)
 from service.tickets.presence import beat, leave, presence
 from service.tickets.ratings import RATING_FIELDS, RatingNotAllowed, csat_report, rate_ticket
 from service.tickets.states import Actor
 from service.tickets.tags import set_tags
 from service.tickets.work import work_ticket
+from service.validation import ValidationError
 from service.web.errors import ApiError
 from service.web.requests import db, int_arg, json_body, page_count, runtime
 
@@ -29,15 +38,23 @@ def my_user_id() -> int | None:
 def _me_or_400() -> int:
     user_id = my_user_id()
     if user_id is None:
-        raise ApiError(400, "validation_error", "presence is a person's: log in (a token is nobody)",
+        raise ApiError(403, "forbidden", "presence is a person's: log in (a token is nobody)",
                        {"Authorization": "use a logged-in session"})
     return user_id
+
+
+def _account_id(username: str) -> int:
+    """The account's id; an unknown name filters to nothing (id 0 is nobody's) rather than failing the search."""
+    try:
+        return user_id_for(db(), username)
+    except ValidationError:
+        return 0
 
 
 def filters_from(args) -> TicketFilters:
     """The list's filters from a query string (numbers through the one parser)."""
     assignee = args.get("assignee") or None
-    assignee_id = None if assignee is None else UNASSIGNED if assignee == "none" else user_id_for(db(), assignee)
+    assignee_id = None if assignee is None else UNASSIGNED if assignee == "none" else _account_id(assignee)
     return TicketFilters(
         queue=args.get("queue") or "all", q=(args.get("q") or "").strip() or None,
         state=args.get("state") or None, assignee_id=assignee_id, tag=args.get("tag") or None,
@@ -67,6 +84,8 @@ def tags(ticket_id: int):
 def bulk():
     """``{ids, action: assign|solve, assignee?}`` → ``{changed: [ids]}``; assign with no assignee: to me."""
     body = json_body(("ids", "action", "assignee"))
+    for ticket_id in clean_ticket_ids(body.get("ids")):
+        work_ticket(db(), ticket_id)  # a missing ticket is a 404 before the assignee is looked at
     assignee_id = None
     if body.get("action") == "assign":
         name = body.get("assignee", ...)
