@@ -332,3 +332,45 @@ def test_the_cli_creates_and_edits_an_agents_display_name_email_and_switch(cli_e
     assert "Agnes K.  agnes@team.test  notifications off" in runner.invoke(main, ["admin", "list"]).output
     bad = runner.invoke(main, ["admin", "edit", "--username", "agnes", "--email", "not an address"])
     assert bad.exit_code == 1 and "email" in bad.output
+
+
+@pytest.mark.parametrize("raw, expected", [
+    (["VIP", " billing ", "vip"], ["vip", "billing"]),
+    ([], []),
+    (["a-b_c", "9lives"], ["a-b_c", "9lives"]),
+])
+def test_tags_are_trimmed_lower_cased_and_deduplicated(raw, expected):
+    from service.tickets.tags import clean_tags
+
+    assert clean_tags(raw) == expected
+
+
+@pytest.mark.parametrize("raw", [["two words"], ["-leading"], ["x" * 41], [7], "vip", ["ok"] * 21, ["é"]])
+def test_tags_outside_the_pattern_are_refused(raw):
+    from service.tickets.tags import clean_tags
+    from service.validation import ValidationError
+
+    with pytest.raises(ValidationError):
+        clean_tags(raw)
+
+
+@pytest.mark.parametrize("raw, ok", [([1, 2.0], [1, 2]), ([True], None), ([0], None), ([1.5], None), ([], None),
+                                     ("1", None), (list(range(1, 102)), None)])
+def test_bulk_ticket_ids_are_positive_whole_numbers(raw, ok):
+    from service.tickets.desk import clean_ticket_ids
+    from service.validation import ValidationError
+
+    if ok is None:
+        with pytest.raises(ValidationError):
+            clean_ticket_ids(raw)
+    else:
+        assert clean_ticket_ids(raw) == ok
+
+
+@pytest.mark.parametrize("raw", ["2026-02-30", "2026-1-05", "20260105", "yesterday", "2026-01-05T00:00"])
+def test_list_dates_must_be_real_days(raw):
+    from service.tickets.desk import parse_day
+    from service.validation import ValidationError
+
+    with pytest.raises(ValidationError):
+        parse_day("since", raw)

@@ -1,4 +1,4 @@
-"""Agents working tickets: the queues, assignment, replies and notes, and the e-mails they send.
+"""Agents working tickets: assignment, replies and notes, and the e-mails they send (the queues: tickets.desk).
 
 Use cases: they take a session and never commit. A reply and its e-mail (the outbox row) are added in the
 caller's transaction, so they commit together or not at all.
@@ -27,7 +27,6 @@ from service.tickets.thread import MessageView, add_message, message_view
 from service.tickets.validation import BODY_MAX
 from service.validation import ValidationError
 
-QUEUES = ("mine", "unassigned", "overdue", "open", "pending")
 REPLY_FIELDS = ("body", "internal", "status")
 
 
@@ -63,33 +62,6 @@ def work_ticket(session: Session, ticket_id: int) -> Ticket:
     if ticket is None:
         raise TicketNotFound(ticket_id)
     return ticket
-
-
-def _queue_filter(queue: str, user_id: int | None) -> list:
-    if queue not in QUEUES:
-        raise ValidationError("invalid queue", {"queue": f"must be one of {', '.join(QUEUES)}"})
-    is_open = Ticket.state == "open"
-    return {
-        "mine": [is_open, Ticket.assignee_id == user_id] if user_id is not None else [sa.false()],
-        "unassigned": [is_open, Ticket.assignee_id.is_(None)],
-        "overdue": [is_open, Ticket.due_at < sa.func.now()],
-        "open": [is_open],
-        "pending": [Ticket.state == "pending"],
-    }[queue]
-
-
-def list_queue(session: Session, queue: str, *, user_id: int | None, page: int = 1,
-               per_page: int = 20) -> tuple[list[WorkItem], int]:
-    """A queue sorted by due time (the most urgent first); ``user_id`` is "me" (None for a token)."""
-    where = _queue_filter(queue, user_id)
-    total = session.execute(sa.select(sa.func.count()).select_from(Ticket).where(*where)).scalar_one()
-    rows = session.execute(
-        sa.select(Ticket, AdminUser.username, (Ticket.due_at < sa.func.now()).label("overdue"))
-        .outerjoin(AdminUser, AdminUser.id == Ticket.assignee_id).where(*where)
-        .order_by(Ticket.due_at.asc().nulls_last(), Ticket.id).offset((page - 1) * per_page).limit(per_page)).all()
-    views = ticket_views(session, [row[0] for row in rows])
-    return [WorkItem(view, name, t.opened_at, t.due_at, bool(overdue) and t.state == "open")
-            for view, (t, name, overdue) in zip(views, rows)], total
 
 
 def work_item(session: Session, ticket_id: int) -> WorkItem:
