@@ -72,6 +72,14 @@ def _embedding_model(values: Mapping[str, Any]) -> str:
     return LOCAL_MODEL_NAME if values["embedding_provider"] == "local" else OPENAI_DEFAULT_MODEL
 
 
+def _email_address(name: str, raw: str) -> str | None:
+    """One e-mail address (the team's notification address)."""
+    value = raw.strip()
+    if "@" not in value:
+        raise ConfigError(f"{name} must be one e-mail address, got {raw!r}")
+    return value or None
+
+
 def _public_url(_name: str, raw: str) -> str | None:
     """The help center's address without a trailing slash."""
     return raw.rstrip("/") or None
@@ -205,6 +213,13 @@ class Settings:
     similar_ticket_min_similarity: float = number(
         "SIMILAR_TICKET_MIN_SIMILARITY", 0.75, "a solved ticket at least this close (cosine) may ground an agent's "
         "draft (`bench/similar_recall.py`)", area=TICKETS, low=-1.0, high=1.0)
+
+    notify_team_address: str | None = text(
+        "NOTIFY_TEAM_ADDRESS", None, "where \"escalated and unassigned\" notifications go; unset = every agent "
+        "with an e-mail who wants them", area=TICKETS, one_line=True, parse=_email_address)
+    presence_seconds: int = integer(
+        "PRESENCE_SECONDS", 30, "how long an agent's presence on a ticket (viewing / replying) lasts without a "
+        "heartbeat; pages poll every quarter of it", area=TICKETS, low=5, high=3600)
 
     # ---- mail
     smtp_host: str | None = text("SMTP_HOST", None, "SMTP server; unset = no e-mail is queued or sent", area=MAIL)

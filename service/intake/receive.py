@@ -26,6 +26,7 @@ from service.runtime import Runtime
 from service.tickets.attachments import add_attachment
 from service.tickets.queries import get_ticket
 from service.tickets.secrets import new_ticket_secret
+from service.tickets.notifications import notify_customer_reply
 from service.tickets.states import CUSTOMER, apply_event
 from service.tickets.thread import add_message
 from service.tickets.validation import BODY_MAX, SUBJECT_MAX, ValidationError, clean_ticket_fields, is_email
@@ -100,8 +101,9 @@ def _follow_up(session: Session, settings: Settings, row: InboundEmail, mail: In
     message = add_message(session, match.ticket_id, "customer", body, channel="email",
                           email_message_id=mail.message_id)
     _add_files(session, message.id, kept)
-    apply_event(session, session.get(Ticket, match.ticket_id), "customer_follow_up", CUSTOMER,
-                first_response_hours=settings.first_response_hours)
+    ticket = session.get(Ticket, match.ticket_id)
+    apply_event(session, ticket, "customer_follow_up", CUSTOMER, first_response_hours=settings.first_response_hours)
+    notify_customer_reply(session, settings, ticket, body)  # the assignee, through the outbox
     set_outcome(row, "processed", reason=f"follow-up by {match.how}", ticket_id=match.ticket_id)
     return Outcome("follow_up", match.ticket_id)
 

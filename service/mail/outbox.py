@@ -13,6 +13,7 @@ import smtplib
 from dataclasses import dataclass
 from datetime import datetime
 from email.message import EmailMessage
+from email.utils import formataddr, parseaddr
 from typing import Protocol
 
 import sqlalchemy as sa
@@ -78,8 +79,12 @@ def _thread_ids(session: Session, ticket_id: int, own_id: str | None) -> tuple[s
 
 
 def enqueue_mail(session: Session, settings: Settings, ticket: Ticket, *, subject: str, body: str,
-                 message_id: str | None = None, auto_submitted: str | None = None) -> MailOutbox | None:
-    """Queue an e-mail to the ticket's customer in the caller's transaction; None without SMTP or an address."""
+                 message_id: str | None = None, auto_submitted: str | None = None,
+                 from_name: str | None = None) -> MailOutbox | None:
+    """Queue an e-mail to the ticket's customer in the caller's transaction; None without SMTP or an address.
+
+    ``from_name``: the display name in From (an agent's); MAIL_FROM's own name otherwise.
+    """
     if not settings.smtp_host or not ticket.customer_email:
         return None
     if ticket.reply_token is None:
@@ -89,14 +94,37 @@ def enqueue_mail(session: Session, settings: Settings, ticket: Ticket, *, subjec
     row = MailOutbox(ticket_id=ticket.id, to_address=ticket.customer_email, subject=subject, body=body,
                      message_id=message_id, in_reply_to=in_reply_to,
                      references=" ".join(references) or None, reply_to=reply_address(settings, ticket.reply_token),
-                     auto_submitted=auto_submitted)
+                     auto_submitted=auto_submitted, from_name=from_name)
     session.add(row)
     session.flush()
     return row
 
 
+def enqueue_notification(session: Session, settings: Settings, *, to_address: str, subject: str,
+                         body: str) -> MailOutbox | None:
+    """Queue an e-mail to an agent (or the team address) in the caller's transaction; None without SMTP.
+
+    Not tied to a ticket's row (``ticket_id`` NULL) and with no reply address, so an agent answering it can never
+    be taken for the customer writing on the ticket.
+    """
+    if not settings.smtp_host:
+        return None
+    row = MailOutbox(ticket_id=None, to_address=to_address, subject=subject, body=body,
+                     message_id=new_message_id(settings))
+    session.add(row)
+    session.flush()
+    return row
+
+
+def sender(settings: Settings, from_name: str | None) -> str:
+    """MAIL_FROM, with ``from_name`` as its display name when one is given."""
+    if not from_name:
+        return settings.mail_from
+    return formataddr((from_name, parseaddr(settings.mail_from)[1]))
+
+
 def _email(settings: Settings, row: MailOutbox) -> EmailMessage:
-    return build_email(sender=settings.mail_from, to=row.to_address, subject=row.subject, body=row.body,
+    return build_email(sender=sender(settings, row.from_name), to=row.to_address, subject=row.subject, body=row.body,
                        message_id=row.message_id, reply_to=row.reply_to, in_reply_to=row.in_reply_to,
                        references=row.references, auto_submitted=row.auto_submitted)
 

@@ -1,4 +1,4 @@
-"""Agents working tickets: the queues, assignment, replies and notes, and the e-mails they send.
+"""Agents working tickets: assignment, replies and notes, and the e-mails they send (the queues: tickets.desk).
 
 Use cases: they take a session and never commit. A reply and its e-mail (the outbox row) are added in the
 caller's transaction, so they commit together or not at all.
@@ -21,12 +21,13 @@ from service.mail.outbox import enqueue_mail
 from service.tickets.composer import clear_composer
 from service.tickets.drafts import edit_ratio, latest_draft, mark_drafts_used
 from service.tickets.queries import TicketNotFound, TicketView, ticket_views
+from service.tickets.ratings import rating_invitation
 from service.tickets.states import Actor, apply_event
+from service.tickets.team import display_name
 from service.tickets.thread import MessageView, add_message, message_view
 from service.tickets.validation import BODY_MAX
 from service.validation import ValidationError
 
-QUEUES = ("mine", "unassigned", "overdue", "open", "pending")
 REPLY_FIELDS = ("body", "internal", "status")
 
 
@@ -62,33 +63,6 @@ def work_ticket(session: Session, ticket_id: int) -> Ticket:
     if ticket is None:
         raise TicketNotFound(ticket_id)
     return ticket
-
-
-def _queue_filter(queue: str, user_id: int | None) -> list:
-    if queue not in QUEUES:
-        raise ValidationError("invalid queue", {"queue": f"must be one of {', '.join(QUEUES)}"})
-    is_open = Ticket.state == "open"
-    return {
-        "mine": [is_open, Ticket.assignee_id == user_id] if user_id is not None else [sa.false()],
-        "unassigned": [is_open, Ticket.assignee_id.is_(None)],
-        "overdue": [is_open, Ticket.due_at < sa.func.now()],
-        "open": [is_open],
-        "pending": [Ticket.state == "pending"],
-    }[queue]
-
-
-def list_queue(session: Session, queue: str, *, user_id: int | None, page: int = 1,
-               per_page: int = 20) -> tuple[list[WorkItem], int]:
-    """A queue sorted by due time (the most urgent first); ``user_id`` is "me" (None for a token)."""
-    where = _queue_filter(queue, user_id)
-    total = session.execute(sa.select(sa.func.count()).select_from(Ticket).where(*where)).scalar_one()
-    rows = session.execute(
-        sa.select(Ticket, AdminUser.username, (Ticket.due_at < sa.func.now()).label("overdue"))
-        .outerjoin(AdminUser, AdminUser.id == Ticket.assignee_id).where(*where)
-        .order_by(Ticket.due_at.asc().nulls_last(), Ticket.id).offset((page - 1) * per_page).limit(per_page)).all()
-    views = ticket_views(session, [row[0] for row in rows])
-    return [WorkItem(view, name, t.opened_at, t.due_at, bool(overdue) and t.state == "open")
-            for view, (t, name, overdue) in zip(views, rows)], total
 
 
 def work_item(session: Session, ticket_id: int) -> WorkItem:
@@ -156,8 +130,11 @@ def send_reply(session: Session, settings: Settings, ticket_id: int, fields: dic
     clear_composer(session, ticket.id, agent.user_id)  # sent: nothing unsent is left to restore
     if ticket.first_response_at is None:
         ticket.first_response_at = message.created_at
+    author = session.get(AdminUser, agent.user_id) if agent.user_id is not None else None
+    mail_body = body + rating_invitation(settings, ticket) if status == "solved" else body  # CSAT (issue 25)
     outbox = enqueue_mail(session, settings, ticket, subject=reply_subject(ticket, f"T-{ticket.id}"),
-                          body=body, message_id=message_id)
+                          body=mail_body, message_id=message_id,
+                          from_name=display_name(author.display_name if author else None))
     apply_event(session, ticket, "agent_reply", agent, requested=status or "pending",
                 first_response_hours=settings.first_response_hours)
     session.flush()

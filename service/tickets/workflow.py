@@ -33,6 +33,7 @@ from service.tickets.answering import (
     ticket_query,
 )
 from service.tickets.similar import remember_ticket_question
+from service.tickets.notifications import notify_unassigned
 from service.tickets.states import SYSTEM, apply_event
 from service.tickets.thread import add_message
 from service.tickets.validation import clean_ticket_fields
@@ -230,3 +231,4 @@ def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: i
     with runtime.session() as session:
         _store(session, ticket_id, draft, results, gate_record, retrieval_ms, started,
                runtime.settings.first_response_hours)
+        notify_unassigned(session, runtime.settings, session.get(Ticket, ticket_id))  # a hand-off opened it

@@ -48,6 +48,8 @@ TOGGLED_ENDPOINTS = {
     "tickets_api.tickets_feedback": "public_tickets",  # the customer who asked rates the answer
     "help.ask": "public_tickets", "help.solved": "public_tickets", "help.escalate": "public_tickets",
     "help.follow_up": "public_tickets",
+    # The customer rates a solved ticket (its secret, or the reply token of the solve e-mail's link).
+    "desk_api.rating": "public_tickets", "help_rating.rate_page": "public_tickets", "help_rating.rate": "public_tickets",
 }
 
 
@@ -58,8 +60,9 @@ AGENT_WRITE_ENDPOINTS = frozenset({
     "tickets_api.tickets_replies", "tickets_api.tickets_assign", "tickets_api.tickets_feedback",
     # Issue 25: an agent ends their own sessions, and saves the reply they are typing.
     "admin.logout_everywhere", "agent_work_api.composer_save",
+    "desk_api.tags", "desk_api.bulk", "desk_api.presence_beat", "desk_api.presence_leave",
 })
-AGENT_WRITE_PREFIXES = ("inbox.",)  # the agent inbox's forms
+AGENT_WRITE_PREFIXES = ("inbox.", "desk.")  # the agent inbox's forms, the ticket list's and the settings page
 ADMIN_ONLY_ENDPOINTS = frozenset({"admin.article_new", "admin_import.upload"})  # pages that only lead to a write
 
 

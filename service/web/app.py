@@ -16,12 +16,14 @@ from service.web.agent_work import agent_work_api
 from service.web.admin.dashboard import admin_dashboard
 from service.web.admin.importing import admin_import
 from service.web.admin.canned import canned
+from service.web.admin.desk import register_desk
 from service.web.admin.inbox import inbox
 from service.web.admin.learning import admin_learning
 from service.web.admin.mail import admin_mail
 from service.web.admin.pages import admin
 from service.web.api import api, health
 from service.web.attachments import attachments
+from service.web.desk import desk_api
 from service.web.errors import register_error_handlers
 from service.web.headers import add_security_headers
 from service.web.help.pages import help_pages, help_root
@@ -54,6 +56,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.register_blueprint(api)
     app.register_blueprint(tickets_api)
     app.register_blueprint(agent_work_api)
+    app.register_blueprint(desk_api)
     app.register_blueprint(learning_api)
     app.register_blueprint(health)
     app.register_blueprint(admin_api)
@@ -69,6 +72,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.register_blueprint(openapi)
     app.register_blueprint(inbound)
     app.register_blueprint(attachments)
+    register_desk(app)  # the one ticket list, team panel, settings, CSAT (issue 25 items 4-6)
     register_error_handlers(app)
 
     @app.teardown_appcontext

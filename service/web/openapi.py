@@ -15,6 +15,7 @@ from service.db.models import CANDIDATE_STATUSES, PROPOSAL_STATUSES
 from service.validation import QUERY_MAX
 from service.web.access import PUBLIC_ENDPOINTS, is_public
 from service.web.errors import ApiError
+from service.web.openapi_desk import DESK_SCHEMAS, desk_list_parameters, desk_operations
 from service.web.openapi_schemas import SCHEMAS, ref
 
 openapi = Blueprint("openapi", __name__, url_prefix="/api")
@@ -25,7 +26,7 @@ ERROR_STATUSES = {
     "403": "the caller's role may not do this (an agent managing articles), a token calling a session-only "
            "operation (the composer), or a CSRF failure",
     "404": "no such resource",
-    "409": "the candidate or proposal was already decided, or its article changed since",
+    "409": "the candidate or proposal was already decided, or its article changed since; a rating before the solve",
     "413": "request body larger than SUPPORTRAG_MAX_REQUEST_BYTES",
     "415": "the body is not `Content-Type: application/json`",
     "429": "rate limited; see `Retry-After`",
@@ -74,11 +75,8 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
     ("/api/tickets", "post", "tickets_api.tickets_create", "Submit a ticket; answered at once; returns its secret",
      "TicketCreate", ("201", "TicketCreated"), []),
     ("/api/tickets", "get", "tickets_api.tickets_index",
-     "Tickets, newest first; with `queue`, an agent's queue by due time (items add assignee, due_at, overdue)",
-     None, ("200", "WorkTicketPage"),
-     [PAGE, PER_PAGE, _query("status", {"enum": ["received", "answered", "needs_agent", "failed"]}, "status"),
-      _query("article_id", {"type": "integer", "minimum": 1, "maximum": 2**62}, "tickets that retrieved it"),
-      _query("queue", {"enum": ["mine", "unassigned", "overdue", "open", "pending"]}, "an agent's queue")]),
+     "The one ticket list: a queue (default all, newest first; work queues by due time), searched and filtered",
+     None, ("200", "DeskTicketPage"), [PAGE, PER_PAGE, *desk_list_parameters(_query)]),
     ("/api/tickets/{ticket_id}/messages", "get", "tickets_api.tickets_messages",
      "The thread (internal notes included) with each reply's e-mail state", None, ("200", "MessageList"),
      [_path_id("ticket_id")]),
@@ -146,6 +144,7 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
     ("/api/articles/{article_id}/importance-changes", "get", "learning_api.importance_changes",
      "The article's importance audit log: who, when, from → to, why", None, ("200", "ImportanceChanges"),
      [_path_id("article_id")]),
+    *desk_operations(_query, _path_id, SECRET_HEADER),
     ("/api/openapi.json", "get", "openapi.spec", "This description", None, ("200", None), []),
     ("/api/docs", "get", "openapi.docs", "This description as a page", None, ("200", None), []),
 ]
@@ -209,7 +208,7 @@ def build_spec(settings: Settings) -> dict[str, Any]:
             "Support-ticket answering on PostgreSQL + pgvector. Every error has one shape (`Error`); "
             "unknown fields are refused by name.")},
         "paths": paths,
-        "components": {"schemas": SCHEMAS,
+        "components": {"schemas": SCHEMAS | DESK_SCHEMAS,
                        "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer",
                                                           "description": "`supportrag token create`"}}},
     }

@@ -4,7 +4,7 @@ Import from here (``from service.db.models import Article``); the submodules spl
 ``base`` (declarative base, column types, app state), ``knowledge``, ``bm25`` (its statistics), ``tickets``,
 ``accounts``, ``agents`` (thread, transitions, drafts, outbox, canned replies), ``learning`` (candidates, importance
 proposals and the importance audit log), ``search_vectors`` (what the exact scan reads, kept by triggers), ``ticket_vectors`` (ticket questions),
-``inbound`` (received e-mail, stored before it is parsed); ``intake`` (the IMAP poller's place in each folder).
+``inbound`` (received e-mail, stored before it is parsed); ``intake`` (the IMAP poller's place in each folder); ``team`` (tags, reads, presence, ratings).
 """
 
 from service.db.models.accounts import (
@@ -57,6 +57,7 @@ from service.db.models.learning import (
     ImportanceProposal,
 )
 from service.db.models.search_vectors import search_vectors
+from service.db.models.team import PRESENCE_ACTIVITIES, TAG_PATTERN, TicketPresence, TicketRating, TicketRead, TicketTag
 from service.db.models.ticket_vectors import ticket_vectors
 from service.db.models.tickets import (
     ANSWER_MODES,
@@ -79,4 +80,5 @@ __all__ = [
     "Bm25Term", "Bm25Totals", "ComposerText", "INBOUND_STATUSES", "ImapFolder", "InboundEmail",
     "LoginThrottle", "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation",
     "length_between", "search_vectors", "ticket_vectors",
+    "PRESENCE_ACTIVITIES", "TAG_PATTERN", "TicketPresence", "TicketRating", "TicketRead", "TicketTag",
 ]

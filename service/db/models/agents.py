@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
 from service.db.models.base import Base
@@ -43,6 +44,10 @@ class TicketMessage(Base):
     draft_body: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     draft_article_ids: Mapped[list[int] | None] = mapped_column(ARRAY(sa.BigInteger), nullable=True)
     edit_ratio: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    # Full-text search over the thread (migration 0023).
+    search_vector: Mapped[Any | None] = mapped_column(
+        TSVECTOR, sa.Computed("to_tsvector('english'::regconfig, coalesce(body, ''))", persisted=True),
+        nullable=True, deferred=True)
 
     __table_args__ = (
         sa.CheckConstraint(sa.column("kind").in_(MESSAGE_KINDS), name="ticket_messages_kind_valid"),
@@ -52,6 +57,7 @@ class TicketMessage(Base):
         # Inbound duplicates are dropped by Message-ID; replies are matched by it (In-Reply-To / References).
         sa.Index("ticket_messages_email_message_id", "email_message_id", unique=True,
                  postgresql_where=sa.text("email_message_id IS NOT NULL")),
+        sa.Index("ticket_messages_search_vector", "search_vector", postgresql_using="gin"),
     )
 
 

@@ -10,8 +10,9 @@ from service.tickets.drafts import DraftView, latest_draft, make_draft, stored_d
 from service.tickets.states import Actor
 from service.tickets.similar import similar_solved_tickets
 from service.tickets.thread import ticket_thread
-from service.tickets.work import QUEUES, assign_ticket, list_queue, mail_statuses, send_reply, work_item, work_ticket
+from service.tickets.work import assign_ticket, mail_statuses, send_reply, work_item, work_ticket
 from service.validation import ValidationError
+from service.web.admin.ticket_list import ticket_list_page
 from service.web.admin.pages import nav_context
 from service.web.links import article_link
 from service.web.errors import ApiError
@@ -20,9 +21,6 @@ from service.web.tickets import learn_from_solved_ticket
 
 inbox = Blueprint("inbox", __name__, url_prefix="/admin/inbox")
 inbox.context_processor(nav_context)
-QUEUE_LABELS = {"mine": "Mine", "unassigned": "Unassigned", "overdue": "Overdue", "open": "All open",
-                "pending": "Pending"}
-PER_PAGE = 50
 
 
 def _me() -> int | None:
@@ -32,11 +30,8 @@ def _me() -> int | None:
 
 @inbox.get("", endpoint="queue")
 def queue():
-    """One queue, most urgent first, with every queue's count."""
-    name = request.args.get("queue") if request.args.get("queue") in QUEUES else "unassigned"
-    items, _ = list_queue(db(), name, user_id=_me(), per_page=PER_PAGE)
-    counts = {q: list_queue(db(), q, user_id=_me(), per_page=1)[1] for q in QUEUES}
-    return render_template("admin/inbox.html", items=items, queue=name, counts=counts, labels=QUEUE_LABELS)
+    """The one ticket list (service/web/admin/desk.py)."""
+    return ticket_list_page()
 
 
 def _draft(ticket_id: int) -> DraftView:

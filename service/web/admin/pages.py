@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from flask import Blueprint, flash, g, redirect, render_template, request, url_for
 
 from service.accounts import authenticate, count_admins
-from service.db.models import TICKET_STATUSES, Article
+from service.db.models import Article
 from service.knowledge.articles import (
     ArticleNotFound,
     add_article,
@@ -24,6 +24,7 @@ from service.knowledge.indexing import list_sections
 from service.tickets.queries import TicketNotFound, get_ticket, list_tickets
 from service.validation import ValidationError
 from service.web.access import log_in, log_out, log_out_everywhere
+from service.web.admin.ticket_list import ticket_list_page
 from service.web.limits import clear_login_failures, login_bucket, reserve_login_attempt
 from service.web.requests import db, page_count, parse_whole_number, runtime
 
@@ -238,16 +239,8 @@ def preview():
 
 @admin.get("/tickets")
 def tickets():
-    """Tickets, newest first, optionally by status or by an article they retrieved."""
-    status = request.args.get("status") if request.args.get("status") in TICKET_STATUSES else None
-    article_id = parse_whole_number(request.args.get("article_id"))
-    article_id = article_id if article_id is not None and 0 < article_id < 2**63 else None
-    page = _page_number()
-    items, total = list_tickets(db(), status=status, article_id=article_id, page=page, per_page=PER_PAGE)
-    article_title = db().scalar(sa.select(Article.title).where(Article.id == article_id)) if article_id else None
-    return render_template("admin/tickets.html", tickets=items, total=total, page=page,
-                           pages=max(1, page_count(total, PER_PAGE)), status=status, statuses=TICKET_STATUSES,
-                           article_id=article_id, article_title=article_title)
+    """The one ticket list, as under /admin/inbox, showing every ticket by default (old links keep working)."""
+    return ticket_list_page(default_queue="all")
 
 
 @admin.get("/tickets/<int:ticket_id>")
