@@ -1,6 +1,6 @@
 """What every benchmark does with its result: print one JSON line and append it to a results file.
 
-A run changes no tracked file: lines go to ``artifacts/bench/`` (ignored by git). The figures the README cites are
+A run changes no tracked file: lines go to ``artifacts/bench/`` (ignored by git). The figures the docs cite are
 committed by copying the lines into ``bench/results/`` on purpose.
 """
 

@@ -58,7 +58,7 @@ def table_size(conn, table: str) -> str:
 
 
 def machine_description() -> str:
-    """CPU model, core count and memory, for the README's benchmark table."""
+    """CPU model, core count and memory, for the docs' benchmark tables."""
     import os
 
     model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),

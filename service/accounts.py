@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from service.db.models import ROLES, TOKEN_NAME_MAX, AdminSession, AdminUser, ApiToken, AppState
+from service.tickets.team import clean_profile
 from service.validation import ValidationError
 
 PASSWORD_MIN = 10
@@ -109,12 +110,14 @@ def check_role(role: Any) -> str:
     return role
 
 
-def create_admin(session: Session, username: str, password: str, *, role: str = "admin") -> Admin:
+def create_admin(session: Session, username: str, password: str, *, role: str = "admin",
+                 email: str | None = None, display_name: str | None = None) -> Admin:
     """Add an account (an admin unless ``role="agent"``); a taken username is a ValidationError."""
     username, password, role = clean_username(username), check_password_rules(password), check_role(role)
     if session.scalar(sa.select(AdminUser.id).where(AdminUser.username == username)) is not None:
         raise ValidationError("invalid username", {"username": f"{username!r} already exists"})
-    user = AdminUser(username=username, password_hash=hash_password(password), role=role)
+    profile = clean_profile({"email": email, "display_name": display_name})
+    user = AdminUser(username=username, password_hash=hash_password(password), role=role, **profile)
     session.add(user)
     session.flush()
     return _admin(user)

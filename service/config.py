@@ -1,23 +1,20 @@
-"""Settings: read once from the environment, in one place."""
+"""Settings: read once from the environment, in one place; every field is a row of the table (service.config_table)."""
 
 from __future__ import annotations
 
-import math
 import os
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 import platformdirs
+
+from service.config_table import ConfigError, check_fields, directory, flag, integer, number, rate, \
+    read_environment, text
 
 VECTOR_DIMENSIONS = 1536
 LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
 OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
-
-
-class ConfigError(ValueError):
-    """A setting has a value the service cannot run with."""
 
 
 @dataclass(frozen=True)
@@ -56,316 +53,315 @@ HYBRID_POOL_MIN = 50
 
 
 def _default_data_dir() -> Path:
+    """The per-user data folder (``~/.local/share/supportrag`` on Linux)."""
     return Path(platformdirs.user_data_dir("supportrag"))
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
-    if not math.isfinite(value):
-        raise ConfigError(f"{name} must be a finite number, got {raw!r}")
-    return value
+def _weight_is_safe(weight: float) -> bool:
+    """0, or large enough that weight × recency × importance (each ≥ 1e-16) never underflows a double."""
+    return weight == 0 or 1e-6 <= weight <= 1e6
 
 
-def _int(env: Mapping[str, str], name: str, default: int | None) -> int | None:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+def _embedding_provider(values: Mapping[str, Any]) -> str:
+    """``openai`` when a key or base URL is configured, else the local model."""
+    return "openai" if values["embedding_api_key"] or values["embedding_base_url"] else "local"
 
 
-_PERIODS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
-_RATE_LIMIT = re.compile(r"^(?P<count>\d+)\s*/\s*(?P<number>\d+)?\s*(?:(?P<unit>second|minute|hour|day)s?)?$")
+def _embedding_model(values: Mapping[str, Any]) -> str:
+    """Each provider's default model."""
+    return LOCAL_MODEL_NAME if values["embedding_provider"] == "local" else OPENAI_DEFAULT_MODEL
 
 
-def parse_rate_limit(name: str, raw: str | None, default: str) -> tuple[int, int] | None:
-    """``"10/minute"``, ``"5/15minutes"`` or ``"10/60"`` (seconds) → (count, seconds); ``"off"``/``"0"`` → None."""
-    value = (raw or default).strip().lower()
-    if value in ("0", "off", "none"):
-        return None
-    match = _RATE_LIMIT.match(value)
-    if not match or int(match["count"]) < 1 or not (match["number"] or match["unit"]):
-        raise ConfigError(f"{name} must look like '10/minute', '5/15minutes' or '10/60' (seconds), "
-                          f"or be 'off'; got {value!r}")
-    seconds = int(match["number"] or 1) * _PERIODS[match["unit"] or "second"]
-    if seconds < 1:
-        raise ConfigError(f"{name} needs a period of at least one second, got {value!r}")
-    return int(match["count"]), seconds
+def _email_address(name: str, raw: str) -> str | None:
+    """One e-mail address (the team's notification address)."""
+    value = raw.strip()
+    if "@" not in value:
+        raise ConfigError(f"{name} must be one e-mail address, got {raw!r}")
+    return value or None
 
 
-@dataclass(frozen=True)
+def _public_url(_name: str, raw: str) -> str | None:
+    """The help center's address without a trailing slash."""
+    return raw.rstrip("/") or None
+
+
+DATABASE, EMBEDDING, RETRIEVAL, TICKETS, MAIL, WEB, LEARNING = (
+    "database", "embedding", "retrieval", "tickets", "mail", "web", "learning")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Settings:
-    """Every tunable of the service; see the README's configuration table."""
+    """Every tunable of the service, grouped by area; each field is declared with its variable, default and help."""
 
-    database_url: str | None = None
-    data_dir: Path = field(default_factory=_default_data_dir)
-    embedding_provider: str = "local"
-    embedding_model: str = LOCAL_MODEL_NAME
-    embedding_api_key: str | None = None
-    embedding_base_url: str | None = None
-    embedding_dimensions: int | None = None
-    embedding_timeout: float = 30.0
-    embedding_max_retries: int = 3
-    embedding_batch_size: int = 64
-    embedding_max_tokens: int = 8191  # OpenAI embedding models' input window
-    similarity_weight: float = 0.8
-    recency_weight: float = 0.2
-    recency_window_days: float = 365.0
-    host: str = "127.0.0.1"
-    port: int = 5000
-    max_request_bytes: int = 1024 * 1024
-    auto_seed: bool = True
-    llm_api_key: str | None = None
-    llm_base_url: str | None = None
-    llm_model: str = "gpt-4o-mini"
-    llm_timeout: float = 30.0
-    llm_max_retries: int = 2
-    llm_temperature: float = 0.1
-    llm_max_tokens: int = 600
-    llm_context_chars: int = 6000
-    answer_min_similarity: float = 0.30
-    # Admin and access: see docs/admin.md. The secret key never appears in a repr or log line.
-    secret_key: str | None = field(default=None, repr=False)
-    public_search: bool = True
-    public_tickets: bool = True
-    secure_cookies: bool = False
-    # The default holds both FAQ dev sets and lifts long abstracts above either leg (README "Retrieval modes").
-    retrieval_mode: str = "hybrid"
-    fusion_method: str = "zscore"
-    hybrid_vector_weight: float = 0.93
-    hybrid_pool: int = 100  # z-score / min-max fuse each leg's best HYBRID_POOL articles
-    bm25_k1: float = 1.2  # the lexical leg's BM25 (README "Retrieval")
-    bm25_b: float = 0.75
-    retrieval_granularity: str = "section"
-    search_statement_timeout_ms: int = 2000
-    # Abuse limits per client address (count, seconds) or None; see the README's "Reliability and security".
-    rate_limit_tickets: tuple[int, int] | None = (10, 60)
-    rate_limit_feedback: tuple[int, int] | None = (30, 60)
-    rate_limit_login: tuple[int, int] | None = (10, 60)
-    login_lockout: tuple[int, int] | None = (5, 900)  # failed logins per username before it is locked
-    # Admin sessions (server-side): ended after this long without a request, and this long after logging in.
-    session_idle_seconds: int = 1800
-    session_lifetime_seconds: int = 43200
-    # A ticket still unanswered this long after submission (its worker died) is answered or failed by the sweep.
-    ticket_stuck_seconds: int = 300
-    proxy_hops: int = 0  # trusted reverse proxies in front; their X-Forwarded-For gives the client address
-    # Scale (README "Performance" and "Past one machine").
-    database_read_url: str | None = None
-    database_pool_size: int = 5
-    query_cache_size: int = 1024
-    search_approximate: bool = False
-    search_approximate_candidates: int = 400
-    search_ef_search: int = 100
-    # The agent's side (README "For agents"): first-response target, outbound SMTP, inbound webhook.
-    first_response_hours: float = 8.0
-    public_url: str | None = None  # where customers reach the help center (links in e-mails)
-    smtp_host: str | None = None
-    smtp_port: int = 25
-    smtp_username: str | None = None
-    smtp_password: str | None = field(default=None, repr=False)
-    smtp_starttls: bool = False
-    mail_from: str = "support@localhost"
-    mail_reply_to: str | None = None  # e.g. support+{token}@example.com
-    inbound_email_secret: str | None = field(default=None, repr=False)
-    # Outbound mail (issue 24, mail-out; docs/email-outbound.md): give-up point, worker lease, relay limit, files.
-    mail_max_attempts: int = 32  # temporary failures before an e-mail is failed: 32 ≈ 24 h of backoff
-    mail_lease_seconds: int = 300  # a worker's claim on an e-mail while it talks SMTP (longer than its timeout)
-    mail_ack_per_address_per_hour: int = 3  # acknowledgements to one address per hour (0: none at all)
-    reply_attachment_max_bytes: int = 5 * 1024 * 1024  # one file attached to an agent's reply
-    reply_attachments_max_bytes: int = 10 * 1024 * 1024  # all files of one reply together
-    reply_attachments_max_files: int = 10
-    # The knowledge loop (README "Learning from tickets").
-    importance_window_days: int = 30
-    importance_min_outcomes: int = 5
-    importance_max_step: float = 0.25
-    candidate_dedup_threshold: float = 0.62  # tuned on the dev set: bench/dedup_threshold.py
-    candidate_also_asked_threshold: float = 0.60  # likewise
+    # ---- database
+    database_url: str | None = text(
+        "DATABASE_URL", None, "PostgreSQL with pgvector ≥ 0.7 (`postgresql://user:pass@host/db`); unset = the "
+        "embedded server", area=DATABASE)
+    database_read_url: str | None = text(
+        "DATABASE_READ_URL", None, "a read replica of `DATABASE_URL`: searches run there, everything else on the "
+        "primary", area=DATABASE)
+    database_pool_size: int = integer(
+        "DATABASE_POOL_SIZE", 5, "connections per process pool (overflow up to twice as many); `serve` sets it to "
+        "its threads per worker", area=DATABASE, low=1)
+    data_dir: Path = directory(
+        "SUPPORTRAG_DATA_DIR", _default_data_dir,
+        "where the embedded server keeps `pgdata/`", area=DATABASE,
+        default_text="per-user data folder (`~/.local/share/supportrag`)")
+    auto_seed: bool = flag("SUPPORTRAG_AUTO_SEED", True, "seed the default articles into a new database",
+                           area=DATABASE)
+
+    # ---- embedding (the key and URL come first: the provider's default depends on them)
+    embedding_api_key: str | None = text(
+        "EMBEDDING_API_KEY", None, "key for the OpenAI-compatible embedding API", area=EMBEDDING, secret=True)
+    embedding_base_url: str | None = text(
+        "EMBEDDING_BASE_URL", None, "base URL of an OpenAI-compatible embedding API, e.g. "
+        "`http://localhost:8080/v1`", area=EMBEDDING, default_text="unset (api.openai.com)")
+    embedding_provider: str = text(
+        "EMBEDDING_PROVIDER", "local", "`local` (MiniLM on this machine) or `openai` (any OpenAI-compatible API)",
+        area=EMBEDDING, choices=("local", "openai"), derive=_embedding_provider,
+        default_text="`openai` if `EMBEDDING_API_KEY` or `EMBEDDING_BASE_URL` is set, else `local`")
+    embedding_model: str = text(
+        "EMBEDDING_MODEL", LOCAL_MODEL_NAME, "embedding model name", area=EMBEDDING, derive=_embedding_model,
+        default_text=f"`{LOCAL_MODEL_NAME}` (local), `{OPENAI_DEFAULT_MODEL}` (openai)")
+    embedding_dimensions: int | None = integer(
+        "EMBEDDING_DIMENSIONS", None, "sent as `dimensions` to models that support it", area=EMBEDDING, low=1,
+        high=VECTOR_DIMENSIONS)
+    embedding_timeout: float = number("EMBEDDING_TIMEOUT", 30.0, "seconds per embedding request", area=EMBEDDING,
+                                      check=lambda value: value > 0, rule="positive")
+    embedding_max_retries: int = integer(
+        "EMBEDDING_MAX_RETRIES", 3, "retries with exponential backoff on 408/409/429/5xx and connection errors",
+        area=EMBEDDING, low=0)
+    embedding_batch_size: int = integer("EMBEDDING_BATCH_SIZE", 64, "texts per embedding call", area=EMBEDDING,
+                                        low=1)
+    embedding_max_tokens: int = integer(
+        "EMBEDDING_MAX_TOKENS", 8191, "input window of an OpenAI-compatible model (tokens, estimated at 3 "
+        "characters each); longer sections are embedded as overlapping windows. The local MiniLM reports its own",
+        area=EMBEDDING, low=32)
+    query_cache_size: int = integer(
+        "QUERY_CACHE_SIZE", 1024, "query embeddings remembered per process (repeated ticket subjects); `0` turns "
+        "the cache off", area=EMBEDDING, low=0)
+
+    # ---- retrieval
+    similarity_weight: float = number(
+        "SEARCH_SIMILARITY_WEIGHT", 0.8, "weight of relevance (similarity) in the score", area=RETRIEVAL,
+        check=_weight_is_safe, rule="0 or between 1e-6 and 1e6")
+    recency_weight: float = number("SEARCH_RECENCY_WEIGHT", 0.2, "weight of recency × importance in the score",
+                                   area=RETRIEVAL, check=_weight_is_safe, rule="0 or between 1e-6 and 1e6")
+    recency_window_days: float = number("SEARCH_RECENCY_WINDOW_DAYS", 365.0, "age at which recency reaches 0",
+                                        area=RETRIEVAL, check=lambda value: value > 0, rule="positive")
+    retrieval_mode: str = text(
+        "RETRIEVAL_MODE", "hybrid", "relevance that enters the formula: cosine, BM25, or both fused",
+        area=RETRIEVAL, choices=("vector", "lexical", "hybrid"))
+    fusion_method: str = text(
+        "FUSION_METHOD", "zscore", "hybrid fusion: `zscore` / `minmax` over each leg's best `HYBRID_POOL` "
+        "articles, `convex` (w·cosine + (1−w)·BM25/best BM25) or `rrf` (reciprocal rank fusion)", area=RETRIEVAL,
+        choices=("convex", "rrf", "minmax", "zscore"))
+    hybrid_vector_weight: float = number("HYBRID_VECTOR_WEIGHT", 0.93, "w, the vector leg's weight in hybrid fusion",
+                                         area=RETRIEVAL, low=0.0, high=1.0)
+    hybrid_pool: int = integer(
+        "HYBRID_POOL", 100, "`zscore` / `minmax`: how many of each leg's best articles are fused (never below the "
+        "largest page, so a longer page ranks the same pool)", area=RETRIEVAL, low=HYBRID_POOL_MIN, high=10_000)
+    bm25_k1: float = number("BM25_K1", 1.2, "the lexical leg's BM25 term-frequency saturation", area=RETRIEVAL,
+                            low=0.0)
+    bm25_b: float = number("BM25_B", 0.75, "the lexical leg's BM25 length normalisation (0 none, 1 full)",
+                           area=RETRIEVAL, low=0.0, high=1.0)
+    retrieval_granularity: str = text(
+        "RETRIEVAL_GRANULARITY", "section", "`section`: an article scores by the best of its sections' vectors and "
+        "its own; `article`: its own vector (title + lead) only", area=RETRIEVAL, choices=("section", "article"))
+    search_statement_timeout_ms: int = integer(
+        "SEARCH_STATEMENT_TIMEOUT_MS", 2000, "statement timeout of the full-text queries; a hybrid search past it "
+        "answers by its vector leg", area=RETRIEVAL, low=1)
+    search_approximate: bool = flag(
+        "SEARCH_APPROXIMATE", False, "vector search ranks the HNSW candidates of `supportrag db hnsw` by the exact "
+        "formula instead of scanning (results say `\"exact\": false`)", area=RETRIEVAL)
+    search_approximate_candidates: int = integer(
+        "SEARCH_APPROXIMATE_CANDIDATES", 400, "approximate mode: the nearest sections (and as many cards) whose "
+        "articles are ranked", area=RETRIEVAL, low=1)
+    search_ef_search: int = integer("SEARCH_EF_SEARCH", 100, "approximate mode: `hnsw.ef_search`", area=RETRIEVAL,
+                                    low=1, high=1000)
+
+    # ---- tickets
+    answer_min_similarity: float = number(
+        "ANSWER_MIN_SIMILARITY", 0.30, "answerability gate: below this best cosine similarity a ticket goes to an "
+        "agent", area=TICKETS, low=-1.0, high=1.0)
+    llm_api_key: str | None = text(
+        "LLM_API_KEY", None, "key of the OpenAI-compatible chat API; with `LLM_BASE_URL` unset too, answers are "
+        "extractive", area=TICKETS, secret=True)
+    llm_base_url: str | None = text("LLM_BASE_URL", None, "base URL of an OpenAI-compatible chat API",
+                                    area=TICKETS, default_text="unset (api.openai.com)")
+    llm_model: str = text("LLM_MODEL", "gpt-4o-mini", "chat model", area=TICKETS)
+    llm_timeout: float = number("LLM_TIMEOUT", 30.0, "seconds per chat request", area=TICKETS,
+                                check=lambda value: value > 0, rule="positive")
+    llm_max_retries: int = integer(
+        "LLM_MAX_RETRIES", 2, "retries with exponential backoff on 408/409/429/5xx and connection errors",
+        area=TICKETS, low=0)
+    llm_temperature: float = number("LLM_TEMPERATURE", 0.1, "sampling temperature", area=TICKETS)
+    llm_max_tokens: int = integer("LLM_MAX_TOKENS", 600, "longest answer", area=TICKETS, low=1)
+    llm_context_chars: int = integer(
+        "LLM_CONTEXT_CHARS", 6000, "budget for the matched sections sent to the model (in rank order; the last one "
+        "kept is cut at a word)", area=TICKETS, low=500)
+    ticket_stuck_seconds: int = integer(
+        "SUPPORTRAG_TICKET_STUCK_SECONDS", 300, "a ticket still `received` this long after submission (its worker "
+        "died) is answered again or marked `failed` by the sweep", area=TICKETS, low=1)
+    first_response_hours: float = number(
+        "FIRST_RESPONSE_HOURS", 8.0, "first-response target from the moment a ticket opens; past it the ticket is "
+        "overdue", area=TICKETS, check=lambda value: value > 0, rule="positive")
+
+    similar_tickets_limit: int = integer(
+        "SIMILAR_TICKETS_LIMIT", 3, "how many similar solved tickets `/similar` and the agent workspace show",
+        area=TICKETS, low=1, high=20)
+    similar_ticket_min_similarity: float = number(
+        "SIMILAR_TICKET_MIN_SIMILARITY", 0.75, "a solved ticket at least this close (cosine) may ground an agent's "
+        "draft (`bench/similar_recall.py`)", area=TICKETS, low=-1.0, high=1.0)
+
+    notify_team_address: str | None = text(
+        "NOTIFY_TEAM_ADDRESS", None, "where \"escalated and unassigned\" notifications go; unset = every agent "
+        "with an e-mail who wants them", area=TICKETS, one_line=True, parse=_email_address)
+    presence_seconds: int = integer(
+        "PRESENCE_SECONDS", 30, "how long an agent's presence on a ticket (viewing / replying) lasts without a "
+        "heartbeat; pages poll every quarter of it", area=TICKETS, low=5, high=3600)
+
+    # ---- mail
+    smtp_host: str | None = text("SMTP_HOST", None, "SMTP server; unset = no e-mail is queued or sent", area=MAIL)
+    smtp_port: int = integer("SMTP_PORT", 25, "its port", area=MAIL, low=1, high=65535)
+    smtp_username: str | None = text("SMTP_USERNAME", None, "login, when the server needs one", area=MAIL)
+    smtp_password: str | None = text("SMTP_PASSWORD", None, "its password", area=MAIL, secret=True)
+    smtp_starttls: bool = flag("SMTP_STARTTLS", False, "STARTTLS before login", area=MAIL)
+    mail_from: str = text("MAIL_FROM", "support@localhost", "the `From` of every e-mail (its domain names the "
+                          "Message-IDs)", area=MAIL, one_line=True)
+    mail_reply_to: str | None = text(
+        "MAIL_REPLY_TO", None, "plus-address with `{token}`, e.g. `support+{token}@example.com`, so a reply finds "
+        "its ticket", area=MAIL, one_line=True)
+    inbound_email_secret: str | None = text(
+        "INBOUND_EMAIL_SECRET", None, "HMAC key of `POST /api/inbound/email` (unset: the endpoint is off)",
+        area=MAIL, secret=True)
+    mail_max_attempts: int = integer(
+        "MAIL_MAX_ATTEMPTS", 32, "attempts before an e-mail that keeps failing temporarily is failed (32 is about "
+        "a day of backoff); a 5xx for the recipient fails it at once", area=MAIL, low=1, high=1000)
+    mail_lease_seconds: int = integer(
+        "MAIL_LEASE_SECONDS", 300, "how long a worker holds an e-mail while it talks SMTP (longer than an SMTP "
+        "conversation)", area=MAIL, low=30, high=86400)
+    mail_ack_per_address_per_hour: int = integer(
+        "MAIL_ACK_PER_ADDRESS_PER_HOUR", 3, "acknowledgements to one address per hour (`0`: none at all)",
+        area=MAIL, low=0)
+    reply_attachment_max_bytes: int = integer(
+        "REPLY_ATTACHMENT_MAX_BYTES", 5 * 1024 * 1024, "largest file on an agent's reply", area=MAIL, low=1)
+    reply_attachments_max_bytes: int = integer(
+        "REPLY_ATTACHMENTS_MAX_BYTES", 10 * 1024 * 1024, "all files on one reply together", area=MAIL, low=1)
+    reply_attachments_max_files: int = integer("REPLY_ATTACHMENTS_MAX_FILES", 10, "files on one reply", area=MAIL,
+                                               low=0)
+    inbound_raw_max_bytes: int = integer(
+        "INBOUND_RAW_MAX_BYTES", 10 * 1024 * 1024, "raw bytes of a received e-mail kept with it (the rest is cut; "
+        "the message is still read in full)", area=MAIL, low=1024)
+    inbound_attachment_max_bytes: int = integer(
+        "INBOUND_ATTACHMENT_MAX_BYTES", 5 * 1024 * 1024, "largest inbound attachment kept (a larger one is left "
+        "out and the message says so)", area=MAIL, low=0, high=2**31 - 1)
+    inbound_message_attachments_max_bytes: int = integer(
+        "INBOUND_MESSAGE_ATTACHMENTS_MAX_BYTES", 10 * 1024 * 1024, "all attachments of one inbound e-mail together",
+        area=MAIL, low=0, high=2**31 - 1)
+    # IMAP intake (docs/email-imap.md): implicit TLS on port 993, STARTTLS on any other port.
+    imap_host: str | None = text("IMAP_HOST", None, "IMAP server the poller fetches support mail from; unset = no "
+                                 "IMAP intake", area=MAIL)
+    imap_port: int = integer("IMAP_PORT", 993, "its port: 993 is implicit TLS, any other port STARTTLS (with "
+                             "`IMAP_TLS`)", area=MAIL, low=1, high=65535)
+    imap_username: str | None = text("IMAP_USERNAME", None, "the mailbox's login", area=MAIL)
+    imap_password: str | None = text("IMAP_PASSWORD", None, "its password (an app password on hosted mail)",
+                                     area=MAIL, secret=True)
+    imap_tls: bool = flag("IMAP_TLS", True, "TLS to the IMAP server, certificate and host name checked (off only "
+                          "for a server on loopback)", area=MAIL)
+    imap_folder: str = text("IMAP_FOLDER", "INBOX", "the folder read", area=MAIL)
+    imap_processed_folder: str | None = text(
+        "IMAP_PROCESSED_FOLDER", None, "taken messages are moved there; unset = they are flagged \\Seen instead",
+        area=MAIL)
+    imap_poll_seconds: float = number("IMAP_POLL_SECONDS", 60.0, "seconds between two passes over the folder",
+                                      area=MAIL, low=1.0, high=86400.0)
+
+    # ---- web
+    host: str = text("SUPPORTRAG_HOST", "127.0.0.1", "address `serve` binds", area=WEB)
+    port: int = integer("PORT", 5000, "port `serve` binds", area=WEB, low=0, high=65535)
+    web_concurrency: int | None = integer(
+        "WEB_CONCURRENCY", None, "gunicorn worker processes (`serve --workers`); each runs 4 threads and one "
+        "BLAS/torch thread", area=WEB, low=1, default_text="one per core")
+    public_url: str | None = text(
+        "SUPPORTRAG_PUBLIC_URL", None, "the help center's address, for links in e-mails and drafts "
+        "(`supportrag mail pipe` has no request: set it)", area=WEB, parse=_public_url,
+        default_text="the request's host")
+    max_request_bytes: int = integer("SUPPORTRAG_MAX_REQUEST_BYTES", 1024 * 1024,
+                                     "largest accepted request body (413 above)", area=WEB, low=1)
+    secret_key: str | None = text(
+        "SUPPORTRAG_SECRET_KEY", None, "key that signs the admin session cookie", area=WEB, secret=True,
+        default_text="unset (a key generated once and kept in `app_state`)")
+    public_search: bool = flag("SUPPORTRAG_PUBLIC_SEARCH", True,
+                               "`0`: `POST /api/search` needs an admin token or login", area=WEB)
+    public_tickets: bool = flag("SUPPORTRAG_PUBLIC_TICKETS", True,
+                                "`0`: submitting tickets and feedback needs an admin token or login", area=WEB)
+    secure_cookies: bool = flag("SUPPORTRAG_SECURE_COOKIES", False,
+                                "mark the session cookie `Secure` (serve over HTTPS)", area=WEB)
+    rate_limit_tickets: tuple[int, int] | None = rate(
+        "SUPPORTRAG_RATE_LIMIT_TICKETS", "10/minute", "ticket submissions per client address (`COUNT/PERIOD`: "
+        "`second`, `minute`, `hour`, `day`, `15minutes` or seconds; `off`); 429 + `Retry-After` above; admins are "
+        "not limited", area=WEB)
+    rate_limit_feedback: tuple[int, int] | None = rate(
+        "SUPPORTRAG_RATE_LIMIT_FEEDBACK", "30/minute", "feedback posts per client address", area=WEB)
+    rate_limit_login: tuple[int, int] | None = rate(
+        "SUPPORTRAG_RATE_LIMIT_LOGIN", "10/minute", "login attempts per client address", area=WEB)
+    login_lockout: tuple[int, int] | None = rate(
+        "SUPPORTRAG_LOGIN_LOCKOUT", "5/15minutes", "failed logins for one (username, client address) after which "
+        "that pair waits a window; each later failure doubles the wait (at most a day)", area=WEB)
+    session_idle_seconds: int = integer(
+        "SUPPORTRAG_SESSION_IDLE_SECONDS", 1800, "an admin session ends after this long without a request "
+        "(at most `SUPPORTRAG_SESSION_LIFETIME_SECONDS`)", area=WEB, low=1)
+    session_lifetime_seconds: int = integer(
+        "SUPPORTRAG_SESSION_LIFETIME_SECONDS", 43200, "an admin session ends this long after the login, however "
+        "busy", area=WEB, low=1)
+    proxy_hops: int = integer(
+        "SUPPORTRAG_PROXY_HOPS", 0, "reverse proxies in front of the service; the client address for limits is "
+        "then taken from their `X-Forwarded-For`", area=WEB, low=0)
+
+    # ---- learning (the knowledge loop)
+    importance_window_days: int = integer(
+        "IMPORTANCE_WINDOW_DAYS", 30, "days of ticket outcomes an importance proposal reads", area=LEARNING, low=1,
+        high=3650)
+    importance_min_outcomes: int = integer(
+        "IMPORTANCE_MIN_OUTCOMES", 5, "outcomes an article needs before a proposal is made", area=LEARNING, low=1)
+    importance_max_step: float = number(
+        "IMPORTANCE_MAX_STEP", 0.25, "the largest change one proposal makes to an importance", area=LEARNING,
+        check=lambda value: 0 < value <= 2, rule="above 0 and at most 2")
+    candidate_dedup_threshold: float = number(
+        "CANDIDATE_DEDUP_THRESHOLD", 0.62, "cosine above which a candidate duplicates an existing article "
+        "(tuned on the dev set: `bench/dedup_threshold.py`)", area=LEARNING, low=-1.0, high=1.0)
+    candidate_also_asked_threshold: float = number(
+        "CANDIDATE_ALSO_ASKED_THRESHOLD", 0.60, "cosine above which another ticket counts as \"also asked\" for a "
+        "candidate (tuned likewise)", area=LEARNING, low=-1.0, high=1.0)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
-        """Build settings from environment variables (``os.environ`` by default)."""
-        env = os.environ if env is None else env
-        api_key = env.get("EMBEDDING_API_KEY") or None
-        base_url = env.get("EMBEDDING_BASE_URL") or None
-        provider = env.get("EMBEDDING_PROVIDER") or ("openai" if api_key or base_url else "local")
-        if provider not in ("local", "openai"):
-            raise ConfigError(f"EMBEDDING_PROVIDER must be 'local' or 'openai', got {provider!r}")
-        default_model = LOCAL_MODEL_NAME if provider == "local" else OPENAI_DEFAULT_MODEL
-        settings = cls(
-            database_url=env.get("DATABASE_URL") or None,
-            data_dir=Path(env["SUPPORTRAG_DATA_DIR"]).expanduser()
-            if env.get("SUPPORTRAG_DATA_DIR")
-            else _default_data_dir(),
-            embedding_provider=provider,
-            embedding_model=env.get("EMBEDDING_MODEL") or default_model,
-            embedding_api_key=api_key,
-            embedding_base_url=base_url,
-            embedding_dimensions=_int(env, "EMBEDDING_DIMENSIONS", None),
-            embedding_timeout=_float(env, "EMBEDDING_TIMEOUT", 30.0),
-            embedding_max_retries=_int(env, "EMBEDDING_MAX_RETRIES", 3),
-            embedding_batch_size=_int(env, "EMBEDDING_BATCH_SIZE", 64),
-            embedding_max_tokens=_int(env, "EMBEDDING_MAX_TOKENS", 8191),
-            similarity_weight=_float(env, "SEARCH_SIMILARITY_WEIGHT", 0.8),
-            recency_weight=_float(env, "SEARCH_RECENCY_WEIGHT", 0.2),
-            recency_window_days=_float(env, "SEARCH_RECENCY_WINDOW_DAYS", 365.0),
-            host=env.get("SUPPORTRAG_HOST") or "127.0.0.1",
-            port=_int(env, "PORT", 5000),
-            max_request_bytes=_int(env, "SUPPORTRAG_MAX_REQUEST_BYTES", 1024 * 1024),
-            auto_seed=(env.get("SUPPORTRAG_AUTO_SEED", "1") not in ("0", "false", "no")),
-            llm_api_key=env.get("LLM_API_KEY") or None,
-            llm_base_url=env.get("LLM_BASE_URL") or None,
-            llm_model=env.get("LLM_MODEL") or "gpt-4o-mini",
-            llm_timeout=_float(env, "LLM_TIMEOUT", 30.0),
-            llm_max_retries=_int(env, "LLM_MAX_RETRIES", 2),
-            llm_temperature=_float(env, "LLM_TEMPERATURE", 0.1),
-            llm_max_tokens=_int(env, "LLM_MAX_TOKENS", 600),
-            llm_context_chars=_int(env, "LLM_CONTEXT_CHARS", 6000),
-            answer_min_similarity=_float(env, "ANSWER_MIN_SIMILARITY", 0.30),
-            secret_key=env.get("SUPPORTRAG_SECRET_KEY") or None,
-            public_search=(env.get("SUPPORTRAG_PUBLIC_SEARCH", "1") not in ("0", "false", "no")),
-            public_tickets=(env.get("SUPPORTRAG_PUBLIC_TICKETS", "1") not in ("0", "false", "no")),
-            secure_cookies=(env.get("SUPPORTRAG_SECURE_COOKIES", "0") not in ("0", "false", "no", "")),
-            retrieval_mode=env.get("RETRIEVAL_MODE") or "hybrid",
-            fusion_method=env.get("FUSION_METHOD") or "zscore",
-            hybrid_vector_weight=_float(env, "HYBRID_VECTOR_WEIGHT", 0.93),
-            hybrid_pool=_int(env, "HYBRID_POOL", 100),
-            bm25_k1=_float(env, "BM25_K1", 1.2),
-            bm25_b=_float(env, "BM25_B", 0.75),
-            retrieval_granularity=env.get("RETRIEVAL_GRANULARITY") or "section",
-            search_statement_timeout_ms=_int(env, "SEARCH_STATEMENT_TIMEOUT_MS", 2000),
-            rate_limit_tickets=parse_rate_limit("SUPPORTRAG_RATE_LIMIT_TICKETS",
-                                                env.get("SUPPORTRAG_RATE_LIMIT_TICKETS"), "10/minute"),
-            rate_limit_feedback=parse_rate_limit("SUPPORTRAG_RATE_LIMIT_FEEDBACK",
-                                                 env.get("SUPPORTRAG_RATE_LIMIT_FEEDBACK"), "30/minute"),
-            rate_limit_login=parse_rate_limit("SUPPORTRAG_RATE_LIMIT_LOGIN",
-                                              env.get("SUPPORTRAG_RATE_LIMIT_LOGIN"), "10/minute"),
-            login_lockout=parse_rate_limit("SUPPORTRAG_LOGIN_LOCKOUT", env.get("SUPPORTRAG_LOGIN_LOCKOUT"),
-                                           "5/15minutes"),
-            session_idle_seconds=_int(env, "SUPPORTRAG_SESSION_IDLE_SECONDS", 1800),
-            session_lifetime_seconds=_int(env, "SUPPORTRAG_SESSION_LIFETIME_SECONDS", 43200),
-            ticket_stuck_seconds=_int(env, "SUPPORTRAG_TICKET_STUCK_SECONDS", 300),
-            proxy_hops=_int(env, "SUPPORTRAG_PROXY_HOPS", 0),
-            database_read_url=env.get("DATABASE_READ_URL") or None,
-            database_pool_size=_int(env, "DATABASE_POOL_SIZE", 5),
-            query_cache_size=_int(env, "QUERY_CACHE_SIZE", 1024),
-            search_approximate=env.get("SEARCH_APPROXIMATE", "0").strip().lower() in ("1", "true", "yes"),
-            search_approximate_candidates=_int(env, "SEARCH_APPROXIMATE_CANDIDATES", 400),
-            search_ef_search=_int(env, "SEARCH_EF_SEARCH", 100),
-            first_response_hours=_float(env, "FIRST_RESPONSE_HOURS", 8.0),
-            public_url=(env.get("SUPPORTRAG_PUBLIC_URL") or "").rstrip("/") or None,
-            smtp_host=env.get("SMTP_HOST") or None,
-            smtp_port=_int(env, "SMTP_PORT", 25),
-            smtp_username=env.get("SMTP_USERNAME") or None,
-            smtp_password=env.get("SMTP_PASSWORD") or None,
-            smtp_starttls=(env.get("SMTP_STARTTLS", "0") not in ("0", "false", "no", "")),
-            mail_from=env.get("MAIL_FROM") or "support@localhost",
-            mail_reply_to=env.get("MAIL_REPLY_TO") or None,
-            inbound_email_secret=env.get("INBOUND_EMAIL_SECRET") or None,
-            # Outbound mail (issue 24, mail-out).
-            mail_max_attempts=_int(env, "MAIL_MAX_ATTEMPTS", 32),
-            mail_lease_seconds=_int(env, "MAIL_LEASE_SECONDS", 300),
-            mail_ack_per_address_per_hour=_int(env, "MAIL_ACK_PER_ADDRESS_PER_HOUR", 3),
-            reply_attachment_max_bytes=_int(env, "REPLY_ATTACHMENT_MAX_BYTES", 5 * 1024 * 1024),
-            reply_attachments_max_bytes=_int(env, "REPLY_ATTACHMENTS_MAX_BYTES", 10 * 1024 * 1024),
-            reply_attachments_max_files=_int(env, "REPLY_ATTACHMENTS_MAX_FILES", 10),
-            importance_window_days=_int(env, "IMPORTANCE_WINDOW_DAYS", 30),
-            importance_min_outcomes=_int(env, "IMPORTANCE_MIN_OUTCOMES", 5),
-            importance_max_step=_float(env, "IMPORTANCE_MAX_STEP", 0.25),
-            candidate_dedup_threshold=_float(env, "CANDIDATE_DEDUP_THRESHOLD", 0.62),
-            candidate_also_asked_threshold=_float(env, "CANDIDATE_ALSO_ASKED_THRESHOLD", 0.60),
-        )
+        """Build settings from environment variables (``os.environ`` by default), then validate them."""
+        values, _sources = read_environment(cls, os.environ if env is None else env)
+        settings = cls(**values)
         settings.validate()
         return settings
 
+    @classmethod
+    def sources(cls, env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Where each field's value comes from: ``environment``, ``derived`` (from other settings) or ``default``."""
+        return read_environment(cls, os.environ if env is None else env)[1]
+
     def validate(self) -> None:
-        """Refuse settings that would make scores or vectors meaningless."""
-        if self.recency_window_days <= 0:
-            raise ConfigError("SEARCH_RECENCY_WINDOW_DAYS must be positive")
-        if self.embedding_dimensions is not None and not 1 <= self.embedding_dimensions <= VECTOR_DIMENSIONS:
-            raise ConfigError(f"EMBEDDING_DIMENSIONS must be between 1 and {VECTOR_DIMENSIONS}")
-        if self.embedding_batch_size < 1:
-            raise ConfigError("EMBEDDING_BATCH_SIZE must be at least 1")
-        if self.embedding_max_tokens < 32:
-            raise ConfigError("EMBEDDING_MAX_TOKENS must be at least 32")
-        if not self.embedding_timeout > 0:
-            raise ConfigError("EMBEDDING_TIMEOUT must be positive")
-        if self.embedding_max_retries < 0:
-            raise ConfigError("EMBEDDING_MAX_RETRIES must not be negative")
-        if self.max_request_bytes < 1:
-            raise ConfigError("SUPPORTRAG_MAX_REQUEST_BYTES must be positive")
-        if not self.llm_timeout > 0:
-            raise ConfigError("LLM_TIMEOUT must be positive")
-        if self.llm_max_retries < 0 or self.llm_max_tokens < 1:
-            raise ConfigError("LLM_MAX_RETRIES must be >= 0 and LLM_MAX_TOKENS >= 1")
-        if self.llm_context_chars < 500:
-            raise ConfigError("LLM_CONTEXT_CHARS must be at least 500")
-        if not -1.0 <= self.answer_min_similarity <= 1.0:
-            raise ConfigError("ANSWER_MIN_SIMILARITY must be between -1 and 1")
-        if self.retrieval_mode not in ("vector", "lexical", "hybrid"):
-            raise ConfigError("RETRIEVAL_MODE must be vector, lexical or hybrid")
-        if self.fusion_method not in ("convex", "rrf", "minmax", "zscore"):
-            raise ConfigError("FUSION_METHOD must be convex, rrf, minmax or zscore")
-        if not self.bm25_k1 >= 0.0 or not 0.0 <= self.bm25_b <= 1.0:
-            raise ConfigError("BM25_K1 must not be negative and BM25_B must be between 0 and 1")
-        if not 0.0 <= self.hybrid_vector_weight <= 1.0:
-            raise ConfigError("HYBRID_VECTOR_WEIGHT must be between 0 and 1")
-        if not HYBRID_POOL_MIN <= self.hybrid_pool <= 10_000:
-            raise ConfigError(f"HYBRID_POOL must be between {HYBRID_POOL_MIN} and 10000")
-        if self.retrieval_granularity not in ("section", "article"):
-            raise ConfigError(f"RETRIEVAL_GRANULARITY must be section or article, got {self.retrieval_granularity!r}")
-        if self.search_statement_timeout_ms < 1:
-            raise ConfigError("SEARCH_STATEMENT_TIMEOUT_MS must be positive")
-        for name, weight in (("SEARCH_SIMILARITY_WEIGHT", self.similarity_weight),
-                             ("SEARCH_RECENCY_WEIGHT", self.recency_weight)):
-            # 0, or large enough that weight × recency × importance (each ≥ 1e-16) never underflows a double.
-            if not (weight == 0 or 1e-6 <= weight <= 1e6):
-                raise ConfigError(f"{name} must be 0 or between 1e-6 and 1e6, got {weight!r}")
-        if not 1 <= self.session_idle_seconds <= self.session_lifetime_seconds:
-            raise ConfigError("SUPPORTRAG_SESSION_IDLE_SECONDS must be at least 1 and at most "
-                              "SUPPORTRAG_SESSION_LIFETIME_SECONDS")
-        if self.ticket_stuck_seconds < 1:
-            raise ConfigError("SUPPORTRAG_TICKET_STUCK_SECONDS must be at least 1")
-        if self.proxy_hops < 0:
-            raise ConfigError("SUPPORTRAG_PROXY_HOPS must not be negative")
-        if self.database_pool_size < 1:
-            raise ConfigError("DATABASE_POOL_SIZE must be at least 1")
-        if self.query_cache_size < 0:
-            raise ConfigError("QUERY_CACHE_SIZE must not be negative")
-        if self.search_approximate_candidates < 1 or not 1 <= self.search_ef_search <= 1000:
-            raise ConfigError("SEARCH_APPROXIMATE_CANDIDATES must be positive and SEARCH_EF_SEARCH 1-1000")
-        if not self.first_response_hours > 0:
-            raise ConfigError("FIRST_RESPONSE_HOURS must be positive")
+        """Refuse settings that would make scores, vectors or mail meaningless: each field's check, then pairs."""
+        check_fields(self)
+        if self.session_idle_seconds > self.session_lifetime_seconds:
+            raise ConfigError("SUPPORTRAG_SESSION_IDLE_SECONDS must be at most SUPPORTRAG_SESSION_LIFETIME_SECONDS")
         if self.mail_reply_to is not None and self.mail_reply_to.count("{token}") != 1:
             raise ConfigError("MAIL_REPLY_TO must contain {token} once, e.g. support+{token}@example.com")
-        if any(c in (self.mail_from + (self.mail_reply_to or "")) for c in "\r\n"):
-            raise ConfigError("MAIL_FROM and MAIL_REPLY_TO must be one line")
-        # Outbound mail (issue 24, mail-out).
-        if not 1 <= self.mail_max_attempts <= 1000:
-            raise ConfigError("MAIL_MAX_ATTEMPTS must be between 1 and 1000")
-        if not 30 <= self.mail_lease_seconds <= 86400:
-            raise ConfigError("MAIL_LEASE_SECONDS must be between 30 and 86400 (longer than an SMTP conversation)")
-        if self.mail_ack_per_address_per_hour < 0:
-            raise ConfigError("MAIL_ACK_PER_ADDRESS_PER_HOUR must not be negative")
-        if not 1 <= self.reply_attachment_max_bytes <= self.reply_attachments_max_bytes or \
-                self.reply_attachments_max_files < 0:
-            raise ConfigError("REPLY_ATTACHMENT_MAX_BYTES must be at least 1 and at most REPLY_ATTACHMENTS_MAX_BYTES; "
-                              "REPLY_ATTACHMENTS_MAX_FILES must not be negative")
-        if not 1 <= self.importance_window_days <= 3650 or self.importance_min_outcomes < 1:
-            raise ConfigError("IMPORTANCE_WINDOW_DAYS must be 1-3650 and IMPORTANCE_MIN_OUTCOMES at least 1")
-        if not 0 < self.importance_max_step <= 2:
-            raise ConfigError("IMPORTANCE_MAX_STEP must be above 0 and at most 2")
-        if not (-1 <= self.candidate_dedup_threshold <= 1 and -1 <= self.candidate_also_asked_threshold <= 1):
-            raise ConfigError("CANDIDATE_DEDUP_THRESHOLD and CANDIDATE_ALSO_ASKED_THRESHOLD must be between -1 and 1")
-        if not 0 <= self.port <= 65535:
-            raise ConfigError("PORT must be between 0 and 65535")
+        if self.imap_host and not (self.imap_username and self.imap_password):
+            raise ConfigError("IMAP_HOST needs IMAP_USERNAME and IMAP_PASSWORD (an app password for hosted mail)")
+        if self.imap_processed_folder is not None and self.imap_processed_folder == self.imap_folder:
+            raise ConfigError("IMAP_PROCESSED_FOLDER must differ from IMAP_FOLDER")
+        if self.reply_attachment_max_bytes > self.reply_attachments_max_bytes:
+            raise ConfigError("REPLY_ATTACHMENT_MAX_BYTES must be at most REPLY_ATTACHMENTS_MAX_BYTES")
+        if self.inbound_attachment_max_bytes > self.inbound_message_attachments_max_bytes:
+            raise ConfigError("INBOUND_ATTACHMENT_MAX_BYTES must be at most INBOUND_MESSAGE_ATTACHMENTS_MAX_BYTES")
 
     @property
     def embedded_pgdata(self) -> Path:

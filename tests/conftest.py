@@ -32,6 +32,7 @@ from service.runtime import Runtime
 from .browser import CHROMIUM_ARGS, INSTALL_HINT, browser_required, find_chromium, screenshots_dir
 from .fake_openai import FakeOpenAIServer
 from .helpers import ENVIRONMENT_OVERRIDES, MemoEmbedder
+from .imap_server import DovecotServer, dovecot_usable, require_dovecot
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -296,6 +297,17 @@ def browser() -> Iterator[Any]:
     yield launched
     launched.close()
     playwright.stop()
+
+
+@pytest.fixture(scope="session")
+def dovecot() -> Iterator[DovecotServer]:
+    """A real Dovecot IMAP server on loopback for the session (one account; tests use folders of their own)."""
+    require_dovecot(dovecot_usable())
+    server = DovecotServer()
+    try:
+        yield server.start()
+    finally:
+        server.close()
 
 
 @pytest.fixture(scope="session")

@@ -43,12 +43,12 @@ def test_newcomer_the_extractive_answer_keeps_a_bulleted_list_a_list(anonymous_c
     assert answer.count("<li>") >= 3 and "• " not in answer
 
 
-def test_newcomer_the_readme_search_example_is_what_the_command_prints(cli_env):
+def test_newcomer_the_documented_search_example_is_what_the_command_prints(cli_env):
     from .conftest import REPO_ROOT
     from .helpers import run_cli
 
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    page = (REPO_ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
     command = '$ supportrag search "I forgot my password" --limit 1\n'
-    example = readme.split(command, 1)[1].split("```", 1)[0]
+    example = page.split(command, 1)[1].split("```", 1)[0]
     printed = run_cli("search", "I forgot my password", "--limit", "1").output
     assert printed.strip().splitlines() == example.strip().splitlines()

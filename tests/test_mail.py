@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import hmac
 import re
+import time
 from email.message import EmailMessage
 
 import pytest
@@ -14,7 +13,9 @@ from click.testing import CliRunner
 
 from service.cli.main import main
 from service.db.models import MailOutbox, Ticket, TicketMessage
-from service.mail.inbound import parse_email, strip_quoted
+from service.intake.parse import parse_email
+from service.intake.quoted import strip_quoted
+from service.intake.signature import sign
 from service.mail.delivery import deliver_due_mail
 
 from .helpers import assert_error
@@ -120,7 +121,7 @@ def _email(*, to="support@example.com", subject="Re: Parrot food", body="Thanks!
 
 
 def _post(client, raw: bytes, secret: str = SECRET):
-    signature = hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest()
+    signature = sign(secret, raw, int(time.time()))
     return client.post("/api/inbound/email", data=raw, headers={"X-Signature": signature,
                                                                 "Content-Type": "message/rfc822"})
 
@@ -206,6 +207,14 @@ def test_the_inbound_webhook_is_off_without_a_secret(seeded, anonymous_client):
     (QUOTED, "Mars, the red one."),
     ("Just this.", "Just this."),
     ("Danke!\n\nAm 01.12.2026 um 10:00 schrieb Support <support@example.com>:\n> Welcher?\n", "Danke!"),
+    ("Merci\n\nLe mar. 1 déc. 2026 à 10:00, Support <s@example.fr> a écrit :\n> Laquelle ?", "Merci"),
+    ("Sí\n\nEl mar, 1 dic 2026 a las 10:00, Support (<s@example.es>) escribió:\n> ¿Cuál?", "Sí"),
+    ("Ja\n\nOp di 1 dec. 2026 om 10:00 schreef Support <s@example.nl>:\n> Welke?", "Ja"),
+    ("Yes\n\nOn Tue, Dec 1, 2026 at 10:00 AM Support <\nsupport@example.com> wrote:\n> Which?", "Yes"),
+    ("Ok\n\n________________________________\nFrom: Support <s@example.com>\nSent: Tuesday\nSubject: Hi\n\nold",
+     "Ok"),
+    ("Fine\n-----Original Message-----\nFrom: x\nold", "Fine"),
+    ("On second thought, Mars.\nThanks", "On second thought, Mars.\nThanks"),
 ])
 def test_quoted_reply_text_is_stripped(text, expected):
     assert strip_quoted(text) == expected

@@ -10,12 +10,12 @@ from service.accounts import (
     TokenNotFound,
     create_admin,
     create_token,
-    list_admins,
     list_tokens,
     revoke_token,
     set_admin_password,
 )
 from service.cli.context import connect
+from service.tickets.team import list_profiles, update_profile
 from service.db.models import ROLES
 
 
@@ -30,13 +30,32 @@ def admin() -> None:
               help="Prompted for (hidden) when omitted; at least 10 characters.")
 @click.option("--role", type=click.Choice(ROLES), default="admin", show_default=True,
               help="agent: works tickets and reads the knowledge base; admin: everything.")
-def admin_create(username: str, password: str, role: str) -> None:
+@click.option("--email", default=None, help="Where this agent's notifications go.")
+@click.option("--display-name", default=None, help="The name customers see on replies (default: Support).")
+def admin_create(username: str, password: str, role: str, email: str | None, display_name: str | None) -> None:
     """Create an account (there is no default account and no default password)."""
 
     runtime = connect(seed=False)
     with runtime.session() as session:
-        created = create_admin(session, username, password, role=role)
+        created = create_admin(session, username, password, role=role, email=email, display_name=display_name)
     click.echo(f"created {created.role} {created.username!r}; log in at /admin/login")
+
+
+@admin.command("edit")
+@click.option("--username", required=True)
+@click.option("--email", default=None, help="Where notifications go ('' removes it).")
+@click.option("--display-name", default=None, help="The name customers see ('' shows Support).")
+@click.option("--notify/--no-notify", default=None, help="E-mail notifications on or off.")
+def admin_edit(username: str, email: str | None, display_name: str | None, notify: bool | None) -> None:
+    """Change an account's display name, e-mail or notification switch (only the options given)."""
+
+    fields = {name: value for name, value in (("email", email), ("display_name", display_name),
+                                              ("notify_by_email", notify)) if value is not None}
+    runtime = connect(seed=False)
+    with runtime.session() as session:
+        profile = update_profile(session, username, fields)
+    click.echo(f"{profile.username}: display name {profile.display_name or 'Support'!r}, "
+               f"e-mail {profile.email or '-'}, notifications {'on' if profile.notify_by_email else 'off'}")
 
 
 @admin.command("set-password")
@@ -57,11 +76,12 @@ def admin_list() -> None:
 
     runtime = connect(seed=False)
     with runtime.session() as session:
-        admins = list_admins(session)
+        admins = list_profiles(session)
     if not admins:
         click.echo("no admin accounts; create one with 'supportrag admin create --username NAME'")
     for account in admins:
-        click.echo(f"{account.id:4d}  {account.username}  {account.role}")
+        click.echo(f"{account.id:4d}  {account.username}  {account.role}  {account.display_name or 'Support'}  "
+                   f"{account.email or '-'}  notifications {'on' if account.notify_by_email else 'off'}")
 
 
 @click.group()

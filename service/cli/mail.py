@@ -9,11 +9,11 @@ from datetime import timezone
 from urllib.parse import quote
 
 import click
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import SQLAlchemyError
 
 from service.cli.context import connect
-from service.config import Settings
-from service.mail.inbound import receive_email
+from service.config import ConfigError, Settings
+from service.intake.receive import receive_email
 from service.mail.outbox import NotFailed, OutboxNotFound, failed_mail, outbox_counts, retry_failed_mail
 from service.mail.worker import MailWorker
 
@@ -22,7 +22,7 @@ EX_TEMPFAIL = 75  # sysexits.h: Postfix and Exim keep the message and retry late
 
 @click.group()
 def mail() -> None:
-    """E-mail in and out (see the README's "For agents")."""
+    """E-mail in and out (see docs/email.md)."""
 
 
 def _ticket_link(settings: Settings):
@@ -34,14 +34,19 @@ def _ticket_link(settings: Settings):
 def pipe() -> None:
     """Read one RFC 5322 message on stdin (Postfix/Exim "deliver to a command"); print what was done as JSON.
 
-    Exits 75 (temporary failure: the mail server retries) when the database is unavailable.
+    Exits 0 once the message is stored and its outcome recorded (a quarantine included), 75 (EX_TEMPFAIL: the
+    mail server keeps the message and retries) when the database is unavailable. Delivering the same message
+    again is harmless: it is stored and handled once.
     """
     raw = sys.stdin.buffer.read()
     try:
         runtime = connect(seed=False)
         outcome = receive_email(runtime, raw, ticket_link=_ticket_link(runtime.settings))
-    except OperationalError as exc:
+    except (SQLAlchemyError, OSError) as exc:
         click.echo(f"database unavailable, try again later: {type(exc).__name__}", err=True)
+        sys.exit(EX_TEMPFAIL)
+    except ConfigError as exc:
+        click.echo(f"configuration error, fix it and the mail server's retry will deliver: {exc}", err=True)
         sys.exit(EX_TEMPFAIL)
     click.echo(json.dumps(outcome.to_dict()))
 

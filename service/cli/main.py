@@ -6,7 +6,7 @@ import logging
 
 import click
 
-from service.cli import accounts, knowledge, learning, mail, synonyms, tickets
+from service.cli import accounts, knowledge, learning, mail, mail_fetch, settings, synonyms, tickets
 from service.cli.context import CliGroup, connect, connect_bare
 from service.db.migrate import current_revision, downgrade_database, upgrade_database
 from service.retrieval.approximate import build_approximate_index
@@ -25,7 +25,7 @@ def main(verbose: bool) -> None:
 @click.option("--host", help="Address to bind (default: SUPPORTRAG_HOST, else 127.0.0.1).")
 @click.option("--port", type=int, help="Port (default: PORT, else 5000).")
 @click.option("--dev", is_flag=True, help="Flask's development server instead of gunicorn.")
-@click.option("--workers", envvar="WEB_CONCURRENCY", type=int, help="gunicorn workers (default: one per core).")
+@click.option("--workers", type=int, help="gunicorn workers (default: WEB_CONCURRENCY, else one per core).")
 @click.option("--threads", type=int, help="Threads per worker (default: 4; the database pool matches).")
 def serve(host: str | None, port: int | None, dev: bool, workers: int | None, threads: int | None) -> None:
     """Start the database if embedded, migrate, seed on first run, and serve HTTP."""
@@ -70,8 +70,9 @@ def seed() -> None:
 
 for command in (knowledge.add, knowledge.import_command, knowledge.search, knowledge.stats, knowledge.reembed,
                 knowledge.eval_command, tickets.ask, tickets.gaps, tickets.tickets_group, accounts.admin, accounts.token,
-                synonyms.synonyms, mail.mail, learning.candidates, learning.importance):
+                synonyms.synonyms, mail.mail, learning.candidates, learning.importance, settings.config_command):
     main.add_command(command)
+mail.mail.add_command(mail_fetch.fetch)  # IMAP intake (issue 24 item 9), in its own module
 
 
 @db.command("hnsw")

@@ -54,7 +54,7 @@ def gaps(days: int, as_json: bool) -> None:
         click.echo(f"no handed-off or unhelpful tickets in the last {days} days")
     for group in groups:
         nearest = group["nearest_article"]
-        label = f"{nearest['title']} [{nearest['category'] or '-'}]" if nearest else "(no article retrieved)"
+        label = f"{nearest['title']} [{nearest['category'] or '-'}]" if nearest else f"({group['label']})"
         click.echo(f"{group['tickets']:4d} tickets  nearest: {label}  "
                    f"(needs agent {group['needs_agent']}, not helpful {group['not_helpful']})")
         for example in group["examples"]:

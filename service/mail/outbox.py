@@ -104,6 +104,22 @@ def _status(row) -> str:
     return "sent" if row.sent_at else "failed" if row.failed_at else "queued"
 
 
+def enqueue_notification(session: Session, settings: Settings, *, to_address: str, subject: str,
+                         body: str) -> MailOutbox | None:
+    """Queue an e-mail to an agent (or the team address) in the caller's transaction; None without SMTP.
+
+    Not tied to a ticket's row (``ticket_id`` NULL) and with no reply address, so an agent answering it can never
+    be taken for the customer writing on the ticket.
+    """
+    if not settings.smtp_host:
+        return None
+    row = MailOutbox(ticket_id=None, to_address=to_address, subject=subject, body=body,
+                     message_id=new_message_id(settings))
+    session.add(row)
+    session.flush()
+    return row
+
+
 def mail_states(session: Session, ticket_id: int) -> dict[str, MailState]:
     """Message-ID → what became of that e-mail, for the ticket's outgoing e-mails."""
     rows = session.execute(sa.select(MailOutbox.id, MailOutbox.message_id, MailOutbox.sent_at, MailOutbox.failed_at,

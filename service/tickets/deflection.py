@@ -1,6 +1,7 @@
 """Deflection: how many questions the help page answered, solved, escalated or handed off, per day and category.
 
-A ticket's category is the category of the article it retrieved first (its nearest article).
+A ticket's category is the category of the article it retrieved first (its nearest article), or "No matching
+article" when no article cleared the answer gate for it.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from sqlalchemy.orm import Session
 from service.tickets.answering import HANDOFF_MESSAGE
 
 UNCATEGORISED = "Uncategorised"
+NO_MATCHING_ARTICLE = "No matching article"  # no article cleared the answer gate: not the nearest one's category
 
 # One statement, three groupings: per day, per category, and the total (GROUPING tells them apart).
 OUTCOMES_SQL = sa.text("""
 WITH recent AS (
     SELECT t.id, (t.created_at AT TIME ZONE 'UTC')::date AS day,
-           coalesce(kb.category, :uncategorised) AS category,
+           CASE WHEN coalesce((t.gate ->> 'answerable')::boolean, true)
+                THEN coalesce(kb.category, :uncategorised) ELSE :no_match END AS category,
            t.resolved_at IS NOT NULL AS solved,
            t.escalated_at IS NOT NULL AS escalated,
            latest.answer IS NOT NULL AND latest.answer <> :handoff AS answered,
@@ -111,7 +114,7 @@ def deflection_report(session: Session, *, days: int = 14, today: date | None = 
     today = today or session.execute(sa.text("SELECT (now() AT TIME ZONE 'UTC')::date")).scalar_one()
     since = today - timedelta(days=days - 1)
     rows = session.execute(OUTCOMES_SQL, {"since": since, "handoff": HANDOFF_MESSAGE,
-                                          "uncategorised": UNCATEGORISED}).all()
+                                          "uncategorised": UNCATEGORISED, "no_match": NO_MATCHING_ARTICLE}).all()
     per_day = {row.day: _outcomes(row) for row in rows if not row.no_day}
     total = next((_outcomes(row) for row in rows if row.no_day and row.no_category), Outcomes())
     by_category = sorted(((row.category, _outcomes(row)) for row in rows if not row.no_category),

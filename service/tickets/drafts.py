@@ -1,7 +1,9 @@
 """AI drafts for agents: grounded in the retrieved sections, citing them, never sent unless an agent sends them.
 
 With a language model the draft is written by it (optionally following the agent's instruction, e.g.
-"shorter"); without one it quotes the best section, as the extractive answer does.
+"shorter"); without one it quotes the best section, as the extractive answer does. Only articles that clear the
+customers' answer gate, and solved tickets close to the question, are evidence; with neither, the draft says so
+(issue 25: honest drafts).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from sqlalchemy.orm import Session
 
 from service.db.models import Article, Ticket, TicketDraft, TicketMessage
 from service.providers.llm import ChatModel, LLMError
-from service.retrieval.search import SearchResult, run_search
 from service.runtime import Runtime
 from service.tickets.answering import (
     build_messages,
@@ -25,42 +26,55 @@ from service.tickets.answering import (
     strip_invalid_citations,
     ticket_query,
 )
-from service.tickets.workflow import CONTEXT_ARTICLES, context_articles, matched_texts
+from service.tickets.draft_evidence import Evidence, gather_evidence, mark_ticket_citations, ticket_contexts
+from service.tickets.workflow import context_articles
 from service.validation import ValidationError
 
 INSTRUCTION_MAX = 500
 Link = Callable[[int, str | None], str]  # (article id, section label) → URL of the public article
+TicketLink = Callable[[int], str]  # ticket id → where an agent opens it
+
+
+def agent_ticket_path(ticket_id: int) -> str:
+    """The agent's workspace for a ticket (a path: the draft's ticket citations are for agents only)."""
+    return f"/admin/inbox/{ticket_id}"
 
 
 @dataclass(frozen=True)
 class Citation:
-    """An article a draft cites as [number]."""
+    """What a draft cites as [number]: an article, or a similar solved ticket (``ticket_id``, for agents only)."""
 
     number: int
-    article_id: int
+    article_id: int | None
     title: str
     section: str | None
     url: str
+    ticket_id: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
+        """JSON-ready form: ``{number, article_id, title, section, url}`` or ``{number, ticket_id, title, url}``."""
+        if self.ticket_id is not None:
+            return {"number": self.number, "ticket_id": self.ticket_id, "title": self.title, "url": self.url}
         return {"number": self.number, "article_id": self.article_id, "title": self.title,
                 "section": self.section, "url": self.url}
 
 
 @dataclass(frozen=True)
 class DraftView:
-    """A stored draft: the text (citations listed with their links at the end) and what it cites."""
+    """A stored draft: the text (citations listed with their links at the end), what it cites, and whether
+    evidence above its threshold backs it (``notice`` says so when no article clears the answer gate)."""
 
     id: int
     draft: str
     mode: str
     citations: list[Citation]
+    grounded: bool = True
+    notice: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form: ``{draft, citations}`` plus how it was made."""
+        """JSON-ready form: ``{draft, citations, grounded, notice}`` plus how it was made."""
         return {"draft": self.draft, "citations": [c.to_dict() for c in self.citations], "mode": self.mode,
-                "id": self.id}
+                "id": self.id, "grounded": self.grounded, "notice": self.notice}
 
 
 def edit_ratio(draft: str | None, sent: str) -> float | None:
@@ -80,12 +94,15 @@ def _customer_text(session: Session, ticket: Ticket) -> str:
     return "\n\n".join(dict.fromkeys([ticket.body, *follow_ups]))
 
 
-def _write(chat: ChatModel | None, results: list[SearchResult], contents: dict[int, str], subject: str,
-           body: str, instruction: str | None, budget: int) -> tuple[str, str, list[int]]:
-    """(text, mode, cited positions): the model's draft, else the best section quoted."""
-    query = ticket_query(subject, body)
+def _write(chat: ChatModel | None, evidence: Evidence, subject: str, body: str, instruction: str | None,
+           budget: int) -> tuple[str, str, list[int], int]:
+    """(text, mode, cited positions, how many positions are articles): the model's draft from the evidence
+    (articles first, then solved tickets), else the best article quoted, else the closest solved ticket's reply."""
+    results = evidence.results
     if chat is not None:
-        context = context_articles(results, contents, budget)
+        context = context_articles(results, evidence.contents, budget) if results else []
+        articles = len(context)
+        context += ticket_contexts(evidence.tickets, articles + 1)
         messages = build_messages(context, subject, body)
         if instruction:
             messages.append({"role": "user", "content": "A support agent will edit and send your answer. "
@@ -97,36 +114,68 @@ def _write(chat: ChatModel | None, results: list[SearchResult], contents: dict[i
         if reply is not None and not says_cannot_answer(reply.text):
             valid, _ = parse_citations(reply.text, len(context))
             if valid:
-                return strip_invalid_citations(reply.text, len(context)), "llm", valid
-    best = results[0]
-    section = " › ".join(best.section_path) or None
-    return extractive_answer(best.title, contents[best.id], query, section), "extractive", [1]
+                return strip_invalid_citations(reply.text, len(context)), "llm", valid, articles
+    if results:
+        best = results[0]
+        section = " › ".join(best.section_path) or None
+        return (extractive_answer(best.title, evidence.contents[best.id], ticket_query(subject, body), section),
+                "extractive", [1], len(results))
+    best_ticket = evidence.tickets[0]
+    return (f"A similar solved ticket {{T-{best_ticket.ticket_id}}} was answered with:\n\n{best_ticket.reply}",
+            "extractive", [1], 0)
+
+
+def _citations(evidence: Evidence, cited: list[int], link: Link, ticket_url: TicketLink,
+               articles: int) -> list[Citation]:
+    """The cited positions as citations: 1..articles are articles, the rest solved tickets."""
+    found = []
+    for n in sorted(set(cited)):
+        if n <= articles:
+            r = evidence.results[n - 1]
+            found.append(Citation(n, r.id, r.title, r.section, link(r.id, r.section)))
+        elif n - articles <= len(evidence.tickets):
+            t = evidence.tickets[n - articles - 1]
+            found.append(Citation(n, None, f"Solved ticket T-{t.ticket_id}", None, ticket_url(t.ticket_id),
+                                  ticket_id=t.ticket_id))
+    return found
 
 
 def make_draft(session: Session, runtime: Runtime, chat: ChatModel | None, ticket_id: int, *, link: Link,
                instruction: str | None = None, greeting: str = "Hello,",
-               closing: str = "Best regards,\nSupport") -> DraftView:
-    """Retrieve for the ticket's thread, write a draft, store it (a reply records the draft it started from)."""
+               closing: str = "Best regards,\nSupport", ticket_url: TicketLink = agent_ticket_path) -> DraftView:
+    """Retrieve for the ticket's thread, write a draft, store it (a reply records the draft it started from).
+
+    Honest: with no article over the answer gate and no close solved ticket, the draft holds a greeting and the
+    line saying so (best match and score), cites nothing, and ``grounded`` is false.
+    """
     if instruction is not None and (not isinstance(instruction, str) or len(instruction) > INSTRUCTION_MAX):
         raise ValidationError("invalid instruction", {"instruction": f"must be at most {INSTRUCTION_MAX} characters"})
     ticket = session.get(Ticket, ticket_id)
     body = _customer_text(session, ticket)
-    results = run_search(session, runtime.embedder, ticket_query(ticket.subject, body), limit=CONTEXT_ARTICLES,
-                         weights=runtime.weights, retrieval=runtime.retrieval).results
-    if not results:
-        text, mode, cited, citations = "", "none", [], []
-    else:
-        text, mode, cited = _write(chat, results, matched_texts(session, results), ticket.subject, body,
-                                   (instruction or "").strip() or None, runtime.settings.llm_context_chars)
-        citations = [Citation(n, results[n - 1].id, results[n - 1].title, results[n - 1].section,
-                              link(results[n - 1].id, results[n - 1].section)) for n in sorted(set(cited))]
-    sources = "\n".join(f"[{c.number}] {c.title}: {c.url}" for c in citations)
-    full = "\n\n".join(part for part in (greeting, text, sources, closing) if part) if text else ""
-    row = TicketDraft(ticket_id=ticket_id, body=full, article_ids=[c.article_id for c in citations], mode=mode,
-                      instruction=(instruction or "").strip() or None)
+    evidence = gather_evidence(session, runtime, ticket, body)
+    if not evidence.grounded:
+        full = "\n\n".join((greeting, evidence.notice, closing))
+        return _store_draft(session, ticket_id, full, "none", [], evidence, instruction)
+    text, mode, cited, articles = _write(chat, evidence, ticket.subject, body, (instruction or "").strip() or None,
+                                         runtime.settings.llm_context_chars)
+    citations = _citations(evidence, cited, link, ticket_url, articles)
+    if mode == "llm":  # the model cites tickets as [n]; a quoted reply keeps its own brackets
+        text = mark_ticket_citations(text, {c.number: c.ticket_id for c in citations if c.ticket_id is not None})
+    sources = "\n".join(f"[{c.number}] {c.title}: {c.url}" for c in citations if c.ticket_id is None)
+    full = "\n\n".join(part for part in (greeting, text, sources, closing) if part)
+    return _store_draft(session, ticket_id, full, mode, citations, evidence, instruction)
+
+
+def _store_draft(session: Session, ticket_id: int, full: str, mode: str, citations: list[Citation],
+                 evidence: Evidence, instruction: str | None) -> DraftView:
+    row = TicketDraft(ticket_id=ticket_id, body=full, mode=mode, instruction=(instruction or "").strip() or None,
+                      article_ids=[c.article_id for c in citations if c.ticket_id is None],
+                      ticket_ids=[c.ticket_id for c in citations if c.ticket_id is not None],
+                      grounded=evidence.grounded, notice=evidence.notice)
     session.add(row)
     session.flush()
-    return DraftView(id=row.id, draft=full, mode=mode, citations=citations)
+    return DraftView(id=row.id, draft=full, mode=mode, citations=citations, grounded=evidence.grounded,
+                     notice=evidence.notice)
 
 
 def latest_draft(session: Session, ticket_id: int) -> TicketDraft | None:
@@ -143,9 +192,13 @@ def mark_drafts_used(session: Session, ticket_id: int, message_id: int) -> None:
                     .values(used_by_message_id=message_id))
 
 
-def stored_draft_view(session: Session, row: TicketDraft, link: Link) -> DraftView:
-    """A stored draft as a view; its citations by article (the sections are in the draft's own source lines)."""
+def stored_draft_view(session: Session, row: TicketDraft, link: Link,
+                      ticket_url: TicketLink = agent_ticket_path) -> DraftView:
+    """A stored draft as a view; its citations by article then ticket (sections are in the draft's source lines)."""
     titles = dict(session.execute(sa.select(Article.id, Article.title).where(Article.id.in_(row.article_ids))).all())
     citations = [Citation(n, a, titles[a], None, link(a, None))
                  for n, a in enumerate(row.article_ids, start=1) if a in titles]
-    return DraftView(id=row.id, draft=row.body, mode=row.mode, citations=citations)
+    citations += [Citation(len(row.article_ids) + n, None, f"Solved ticket T-{t}", None, ticket_url(t), ticket_id=t)
+                  for n, t in enumerate(row.ticket_ids, start=1)]
+    return DraftView(id=row.id, draft=row.body, mode=row.mode, citations=citations, grounded=row.grounded,
+                     notice=row.notice)

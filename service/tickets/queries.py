@@ -154,6 +154,7 @@ def add_feedback(session: Session, ticket_id: int, fields: dict[str, Any], *, se
 GAPS_SQL = sa.text("""
 WITH troubled AS (
     SELECT t.id, t.subject, t.status, t.created_at,
+           coalesce((t.gate ->> 'answerable')::boolean, true) AS matched,
            EXISTS (SELECT 1 FROM answer_feedback f WHERE f.ticket_id = t.id AND NOT f.helpful) AS unhelpful
     FROM tickets t
     WHERE t.created_at >= now() - make_interval(days => :days)
@@ -163,7 +164,7 @@ WITH troubled AS (
 nearest AS (
     SELECT tr.*, c.article_id, c.article_title, c.similarity, kb.category
     FROM troubled tr
-    LEFT JOIN ticket_citations c ON c.ticket_id = tr.id AND c.rank = 1
+    LEFT JOIN ticket_citations c ON c.ticket_id = tr.id AND c.rank = 1 AND tr.matched  -- under the gate: no match
     LEFT JOIN knowledge_base kb ON kb.id = c.article_id
 )
 SELECT article_id, article_title, category,
@@ -179,12 +180,17 @@ LIMIT :limit
 """)
 
 
+NO_MATCHING_ARTICLE = "no matching article"
+
+
 def content_gaps(session: Session, *, days: int = 30, limit: int = 20) -> list[dict[str, Any]]:
-    """Recent tickets handed off or marked unhelpful, grouped by their nearest article."""
+    """Recent tickets handed off or marked unhelpful, grouped by their nearest article; a ticket no article
+    cleared the answer gate for is filed under "no matching article" (``nearest_article`` null), not the nearest."""
     rows = session.execute(GAPS_SQL, {"days": days, "limit": limit}).mappings()
     return [
         {"nearest_article": {"id": r["article_id"], "title": r["article_title"], "category": r["category"]}
          if r["article_title"] else None,
+         "label": r["article_title"] or NO_MATCHING_ARTICLE,
          "tickets": r["tickets"], "needs_agent": r["needs_agent"], "not_helpful": r["not_helpful"],
          "mean_similarity": float(r["mean_similarity"]) if r["mean_similarity"] is not None else None,
          "examples": list(r["examples"] or [])}

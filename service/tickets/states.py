@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from service.db.models import WORK_STATES, Ticket, TicketTransition
+from service.tickets.similar import follow_solved_state
 from service.validation import ValidationError
 
 ANY = (None, *WORK_STATES)
@@ -59,6 +60,8 @@ def next_state(current: str | None, event: str, requested: str | None = None) ->
 def _record(session: Session, ticket: Ticket, event: str, target: str | None, actor: Actor) -> None:
     session.add(TicketTransition(ticket_id=ticket.id, from_state=ticket.state, to_state=target, event=event,
                                  actor=actor.kind, actor_user_id=actor.user_id))
+    if (target == "solved") != (ticket.state == "solved"):  # similar-ticket evidence: solved tickets only
+        follow_solved_state(session, ticket.id, solved=target == "solved")
     ticket.state = target
 
 

@@ -27,6 +27,7 @@ class MessageView:
     email_message_id: str | None
     created_at: datetime
     edit_ratio: float | None
+    author_display_name: str | None = None  # what the customer sees: the agent's display name ("Support" if unset)
 
     @property
     def internal(self) -> bool:
@@ -53,11 +54,11 @@ def add_message(session: Session, ticket_id: int, kind: str, body: str, *, chann
 
 
 def _views(session: Session, where: list) -> list[MessageView]:
-    rows = session.execute(sa.select(TicketMessage, AdminUser.username)
+    rows = session.execute(sa.select(TicketMessage, AdminUser.username, AdminUser.display_name)
                            .outerjoin(AdminUser, AdminUser.id == TicketMessage.author_user_id)
                            .where(*where).order_by(TicketMessage.id)).all()
     return [MessageView(m.id, m.ticket_id, m.kind, name, m.channel, m.body, m.email_message_id, m.created_at,
-                        m.edit_ratio) for m, name in rows]
+                        m.edit_ratio, shown) for m, name, shown in rows]
 
 
 def ticket_thread(session: Session, ticket_id: int) -> list[MessageView]:

@@ -1,4 +1,4 @@
-"""Agents working tickets: the queues, assignment, replies and notes, and the e-mails they send.
+"""Agents working tickets: assignment, replies and notes, and the e-mails they send (the queues: tickets.desk).
 
 Use cases: they take a session and never commit. A reply and its e-mail (the outbox row) are added in the
 caller's transaction, so they commit together or not at all. Whatever changes a ticket's state or adds a reply
@@ -19,17 +19,18 @@ from service.db.models import WORK_STATES, AdminUser, Ticket, TicketMessage
 from service.knowledge.articles import BIGINT_MAX
 from service.mail.compose import FilePart, new_message_id
 from service.mail.outbox import enqueue_mail, mail_states, recent_acknowledgements
+from service.tickets.composer import clear_composer
 from service.tickets.drafts import edit_ratio, latest_draft, mark_drafts_used
 from service.tickets.queries import TicketNotFound, TicketView, ticket_views
+from service.tickets.ratings import rating_invitation
 from service.tickets.reply_files import check_attachments, decode_attachments, store_attachments
 from service.tickets.states import Actor, apply_event
+from service.tickets.team import display_name
 from service.tickets.thread import MessageView, add_message, message_view
 from service.tickets.validation import BODY_MAX
 from service.validation import ValidationError
 
-QUEUES = ("mine", "unassigned", "overdue", "open", "pending")
 REPLY_FIELDS = ("body", "internal", "status", "attachments")
-AGENT_NAME_DEFAULT = "Support"  # what customers see for an agent without a display name (never the login)
 
 
 @dataclass(frozen=True)
@@ -66,33 +67,6 @@ def work_ticket(session: Session, ticket_id: int, *, lock: bool = False) -> Tick
     if ticket is None:
         raise TicketNotFound(ticket_id)
     return ticket
-
-
-def _queue_filter(queue: str, user_id: int | None) -> list:
-    if queue not in QUEUES:
-        raise ValidationError("invalid queue", {"queue": f"must be one of {', '.join(QUEUES)}"})
-    is_open = Ticket.state == "open"
-    return {
-        "mine": [is_open, Ticket.assignee_id == user_id] if user_id is not None else [sa.false()],
-        "unassigned": [is_open, Ticket.assignee_id.is_(None)],
-        "overdue": [is_open, Ticket.due_at < sa.func.now()],
-        "open": [is_open],
-        "pending": [Ticket.state == "pending"],
-    }[queue]
-
-
-def list_queue(session: Session, queue: str, *, user_id: int | None, page: int = 1,
-               per_page: int = 20) -> tuple[list[WorkItem], int]:
-    """A queue sorted by due time (the most urgent first); ``user_id`` is "me" (None for a token)."""
-    where = _queue_filter(queue, user_id)
-    total = session.execute(sa.select(sa.func.count()).select_from(Ticket).where(*where)).scalar_one()
-    rows = session.execute(
-        sa.select(Ticket, AdminUser.username, (Ticket.due_at < sa.func.now()).label("overdue"))
-        .outerjoin(AdminUser, AdminUser.id == Ticket.assignee_id).where(*where)
-        .order_by(Ticket.due_at.asc().nulls_last(), Ticket.id).offset((page - 1) * per_page).limit(per_page)).all()
-    views = ticket_views(session, [row[0] for row in rows])
-    return [WorkItem(view, name, t.opened_at, t.due_at, bool(overdue) and t.state == "open")
-            for view, (t, name, overdue) in zip(views, rows)], total
 
 
 def work_item(session: Session, ticket_id: int) -> WorkItem:
@@ -144,7 +118,7 @@ def ticket_page_url(settings: Settings, ticket_id: int) -> str:
 def agent_display_name(session: Session, user_id: int | None) -> str:
     """The name customers see for an agent: their display name, or "Support" (never the login name)."""
     name = session.scalar(sa.select(AdminUser.display_name).where(AdminUser.id == user_id)) if user_id else None
-    return (name or "").strip() or AGENT_NAME_DEFAULT
+    return display_name((name or "").strip() or None)
 
 
 def reply_email_body(settings: Settings, ticket_id: int, body: str) -> str:
@@ -183,10 +157,12 @@ def send_reply(session: Session, settings: Settings, ticket_id: int, fields: dic
                           edit_ratio=edit_ratio(draft.body, body) if draft and draft.body else None)
     store_attachments(session, message.id, files)
     mark_drafts_used(session, ticket.id, message.id)
+    clear_composer(session, ticket.id, agent.user_id)  # sent: nothing unsent is left to restore
     if ticket.first_response_at is None:  # read under the row lock: set once, by the first reply to commit
         ticket.first_response_at = message.created_at
+    mail_body = body + rating_invitation(settings, ticket) if status == "solved" else body  # CSAT (issue 25)
     outbox = enqueue_mail(session, settings, ticket, subject=reply_subject(ticket, f"T-{ticket.id}"),
-                          body=reply_email_body(settings, ticket.id, body), message_id=message_id,
+                          body=reply_email_body(settings, ticket.id, mail_body), message_id=message_id,
                           from_name=agent_display_name(session, agent.user_id))
     apply_event(session, ticket, "agent_reply", agent, requested=status or "pending",
                 first_response_hours=settings.first_response_hours)

@@ -16,11 +16,12 @@ import sqlalchemy as sa
 from service.db.models import Article, Ticket, TicketAnswer, TicketCitation, TicketMessage
 from service.knowledge.sections import PATH_SEPARATOR as SECTION_SEPARATOR
 from service.providers.llm import ChatModel, LLMError
-from service.retrieval.search import DEGRADED_EMBEDDING, SearchResult, run_search
+from service.retrieval.search import DEGRADED_EMBEDDING, SearchOutcome, SearchResult, run_search
 from service.runtime import Runtime
 from service.tickets.answering import (
     HANDOFF_MESSAGE,
     ContextArticle,
+    GateDecision,
     build_messages,
     decide_answerability,
     decide_answerability_by_keywords,
@@ -31,6 +32,8 @@ from service.tickets.answering import (
     strip_invalid_citations,
     ticket_query,
 )
+from service.tickets.similar import remember_ticket_question
+from service.tickets.notifications import notify_unassigned
 from service.tickets.states import SYSTEM, apply_event
 from service.tickets.thread import add_message
 from service.tickets.validation import clean_ticket_fields
@@ -107,6 +110,14 @@ def _llm_draft(chat: ChatModel, results: list[SearchResult], contents: dict[int,
                  reason=reason, cited=valid, **usage)
 
 
+def answer_gate(outcome: SearchOutcome, min_similarity: float) -> GateDecision:
+    """Whether the retrieved articles may answer: the best cosine reaches the floor (every word must match when
+    the embedder is down and there is no cosine to gate on)."""
+    if outcome.degraded == DEGRADED_EMBEDDING:
+        return decide_answerability_by_keywords(len(outcome.results), outcome.all_words_matches > 0)
+    return decide_answerability([r.similarity for r in outcome.results if r.similarity is not None], min_similarity)
+
+
 def matched_texts(session, results: list[SearchResult]) -> dict[int, str]:
     """Each result's matched section; the whole article only for one without sections (not yet re-embedded)."""
     texts = {r.id: r.section_text for r in results if r.section_text}
@@ -168,15 +179,33 @@ def finish_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: int, subj
     try:
         _answer_stored_ticket(runtime, chat, ticket_id, subject, body, started)
     except Exception as exc:  # never lose the ticket: record the failure on it
-        log.exception("answering ticket %s failed", ticket_id)
+        _record_failure(runtime, ticket_id, exc)
+    _remember_question(runtime, ticket_id)
+
+
+def _remember_question(runtime: Runtime, ticket_id: int) -> None:
+    """Embed the answered or escalated question for "similar solved tickets" (the search's vector, cached)."""
+    try:
         with runtime.session() as session:
-            failed = session.get(Ticket, ticket_id)
-            failed.status = "failed"
-            if failed.customer_email:
-                apply_event(session, failed, "escalated", SYSTEM,
-                            first_response_hours=runtime.settings.first_response_hours)
-            session.add(TicketAnswer(ticket_id=ticket_id, answer=HANDOFF_MESSAGE, mode="none",
-                                     reason="internal error while answering", error=f"{type(exc).__name__}: {exc}"))
+            gate = session.get(Ticket, ticket_id).gate or {}
+            if gate.get("degraded") == DEGRADED_EMBEDDING:
+                return  # the embedder just failed: not again now; the solve embeds it (ensure_ticket_question)
+            remember_ticket_question(session, runtime.embedder, ticket_id)
+    except Exception:  # noqa: BLE001 - evidence for agents, never a reason to fail the ticket
+        log.exception("ticket %s: question not stored for similar tickets", ticket_id)
+
+
+def _record_failure(runtime: Runtime, ticket_id: int, exc: Exception) -> None:
+    """Mark the ticket failed (and escalate it when the customer can be answered by e-mail)."""
+    log.error("answering ticket %s failed", ticket_id, exc_info=exc)
+    with runtime.session() as session:
+        failed = session.get(Ticket, ticket_id)
+        failed.status = "failed"
+        if failed.customer_email:
+            apply_event(session, failed, "escalated", SYSTEM,
+                        first_response_hours=runtime.settings.first_response_hours)
+        session.add(TicketAnswer(ticket_id=ticket_id, answer=HANDOFF_MESSAGE, mode="none",
+                                 reason="internal error while answering", error=f"{type(exc).__name__}: {exc}"))
 
 
 def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: int, subject: str, body: str,
@@ -188,11 +217,7 @@ def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: i
                              retrieval=runtime.retrieval)
         results = outcome.results
         retrieval_ms = (time.perf_counter() - retrieval_started) * 1000
-        if outcome.degraded == DEGRADED_EMBEDDING:  # no cosine to gate on: every word must match
-            gate = decide_answerability_by_keywords(len(results), outcome.all_words_matches > 0)
-        else:
-            gate = decide_answerability([r.similarity for r in results if r.similarity is not None],
-                                        runtime.settings.answer_min_similarity)
+        gate = answer_gate(outcome, runtime.settings.answer_min_similarity)
         contents = matched_texts(session, results)
     gate_record = gate.to_dict() | ({"degraded": outcome.degraded} if outcome.degraded else {})
     if not gate.answerable:
@@ -206,3 +231,4 @@ def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: i
     with runtime.session() as session:
         _store(session, ticket_id, draft, results, gate_record, retrieval_ms, started,
                runtime.settings.first_response_hours)
+        notify_unassigned(session, runtime.settings, session.get(Ticket, ticket_id))  # a hand-off opened it

@@ -38,6 +38,8 @@ PUBLIC_ENDPOINTS = frozenset({
     "openapi.spec", "openapi.docs",
     # Inbound e-mail from the mail server: authenticated by its HMAC signature, not by an account.
     "inbound.email",
+    # A customer's attachment: the view checks the ticket's secret (cookie or X-Ticket-Secret), as its page does.
+    "attachments.customer_download",
 })
 # Public unless the named setting is turned off (SUPPORTRAG_PUBLIC_SEARCH / SUPPORTRAG_PUBLIC_TICKETS).
 TOGGLED_ENDPOINTS = {
@@ -46,6 +48,8 @@ TOGGLED_ENDPOINTS = {
     "tickets_api.tickets_feedback": "public_tickets",  # the customer who asked rates the answer
     "help.ask": "public_tickets", "help.solved": "public_tickets", "help.escalate": "public_tickets",
     "help.follow_up": "public_tickets",
+    # The customer rates a solved ticket (its secret, or the reply token of the solve e-mail's link).
+    "desk_api.rating": "public_tickets", "help_rating.rate_page": "public_tickets", "help_rating.rate": "public_tickets",
 }
 
 
@@ -55,8 +59,11 @@ AGENT_WRITE_ENDPOINTS = frozenset({
     "admin.logout", "admin_api.preview",
     "tickets_api.tickets_replies", "tickets_api.tickets_assign", "tickets_api.tickets_feedback",
     "mail_api.retry", "inbox_mail.retry",  # an agent sends a failed e-mail of their ticket again
+    # Issue 25: an agent ends their own sessions, and saves the reply they are typing.
+    "admin.logout_everywhere", "agent_work_api.composer_save",
+    "desk_api.tags", "desk_api.bulk", "desk_api.presence_beat", "desk_api.presence_leave",
 })
-AGENT_WRITE_PREFIXES = ("inbox.",)  # the agent inbox's forms
+AGENT_WRITE_PREFIXES = ("inbox.", "desk.")  # the agent inbox's forms, the ticket list's and the settings page
 ADMIN_ONLY_ENDPOINTS = frozenset({"admin.article_new", "admin_import.upload"})  # pages that only lead to a write
 
 
@@ -77,6 +84,12 @@ def role_allows(role: str, endpoint: str, method: str) -> bool:
     if endpoint in ADMIN_ONLY_ENDPOINTS:
         return False
     return method in SAFE_METHODS or endpoint in AGENT_WRITE_ENDPOINTS or endpoint.startswith(AGENT_WRITE_PREFIXES)
+
+
+def may(endpoint: str, method: str = "POST") -> bool:
+    """For templates: whether the caller's role may use ``endpoint`` (so agents never see an admin-only button)."""
+    identity = g.get("identity")
+    return identity is not None and role_allows(identity.role, endpoint, method)
 
 
 def is_public(endpoint: str, settings) -> bool:
@@ -246,3 +259,4 @@ def init_access(app: Flask, settings) -> None:
     app.session_interface = DatabaseKeySessionInterface()
     app.before_request(enforce_access)
     app.jinja_env.globals["csrf_token"] = csrf_token
+    app.jinja_env.globals["may"] = may

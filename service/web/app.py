@@ -12,13 +12,18 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from service.runtime import Runtime, default_runtime
 from service.web.access import init_access
 from service.web.admin.api import admin_api
+from service.web.agent_work import agent_work_api
 from service.web.admin.dashboard import admin_dashboard
 from service.web.admin.importing import admin_import
 from service.web.admin.canned import canned
+from service.web.admin.desk import register_desk
 from service.web.admin.inbox import inbox
 from service.web.admin.learning import admin_learning
+from service.web.admin.mail import admin_mail
 from service.web.admin.pages import admin
 from service.web.api import api, health
+from service.web.attachments import attachments
+from service.web.desk import desk_api
 from service.web.errors import register_error_handlers
 from service.web.headers import add_security_headers
 from service.web.help.pages import help_pages, help_root
@@ -51,6 +56,8 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.extensions["supportrag"] = runtime
     app.register_blueprint(api)
     app.register_blueprint(tickets_api)
+    app.register_blueprint(agent_work_api)
+    app.register_blueprint(desk_api)
     app.register_blueprint(learning_api)
     app.register_blueprint(health)
     app.register_blueprint(admin_api)
@@ -60,11 +67,14 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.register_blueprint(admin_dashboard)
     app.register_blueprint(inbox)
     app.register_blueprint(canned)
+    app.register_blueprint(admin_mail)
     app.register_blueprint(help_pages)
     app.register_blueprint(help_root)
     app.register_blueprint(openapi)
     app.register_blueprint(inbound)
     init_mail_views(app)  # failed outgoing e-mail: retry API, workspace button, dashboard count
+    app.register_blueprint(attachments)
+    register_desk(app)  # the one ticket list, team panel, settings, CSAT (issue 25 items 4-6)
     register_error_handlers(app)
 
     @app.teardown_appcontext

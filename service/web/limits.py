@@ -66,6 +66,7 @@ LIMITED_ENDPOINTS = {
     "help.solved": ("feedback", "rate_limit_feedback"),
     "help.escalate": ("feedback", "rate_limit_feedback"),
     "help.follow_up": ("tickets", "rate_limit_tickets"),  # a follow-up is a new message for an agent
+    "desk_api.rating": ("feedback", "rate_limit_feedback"), "help_rating.rate": ("feedback", "rate_limit_feedback"),
 }
 
 

@@ -15,6 +15,7 @@ from service.db.models import CANDIDATE_STATUSES, PROPOSAL_STATUSES
 from service.validation import QUERY_MAX
 from service.web.access import PUBLIC_ENDPOINTS, is_public
 from service.web.errors import ApiError
+from service.web.openapi_desk import DESK_SCHEMAS, desk_list_parameters, desk_operations
 from service.web.openapi_schemas import SCHEMAS, ref
 
 openapi = Blueprint("openapi", __name__, url_prefix="/api")
@@ -22,9 +23,10 @@ DOCS_CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none
 ERROR_STATUSES = {
     "400": "invalid input: bad JSON, wrong types, out-of-range values or unknown fields (named in the message)",
     "401": "needs an admin: send `Authorization: Bearer <token>`",
-    "403": "the caller's role may not do this (an agent managing articles), or a CSRF failure",
+    "403": "the caller's role may not do this (an agent managing articles), a token calling a session-only "
+           "operation (the composer), or a CSRF failure",
     "404": "no such resource",
-    "409": "the candidate or proposal was already decided, or its article changed since",
+    "409": "the candidate or proposal was already decided, or its article changed since; a rating before the solve",
     "413": "request body larger than SUPPORTRAG_MAX_REQUEST_BYTES",
     "415": "the body is not `Content-Type: application/json`",
     "429": "rate limited; see `Retry-After`",
@@ -47,8 +49,9 @@ QUERY_TEXT_PATTERN = "^[^\\u0000-\\u0008\\u000a-\\u001f\\u007f]*$"
 PAGE = _query("page", {"type": "integer", "minimum": 1, "maximum": 1_000_000}, "page number, from 1")
 PER_PAGE = _query("per_page", {"type": "integer", "minimum": 1, "maximum": 100}, "items per page")
 SIGNATURE_HEADER = {"name": "X-Signature", "in": "header", "required": True,
-                    "schema": {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"},
-                    "description": "hex HMAC-SHA256 of the raw body with INBOUND_EMAIL_SECRET"}
+                    "schema": {"type": "string", "pattern": "^t=[0-9]{1,12},v1=[0-9a-fA-F]{64}$"},
+                    "description": "`t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.\" + raw body, key "
+                                   "INBOUND_EMAIL_SECRET>`; refused more than 300 s from the server's clock"}
 SECRET_HEADER = {"name": "X-Ticket-Secret", "in": "header", "required": False, "schema": {"type": "string"},
                  "description": "the `secret` returned when the ticket was submitted (not needed by admins)"}
 
@@ -72,18 +75,24 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
     ("/api/tickets", "post", "tickets_api.tickets_create", "Submit a ticket; answered at once; returns its secret",
      "TicketCreate", ("201", "TicketCreated"), []),
     ("/api/tickets", "get", "tickets_api.tickets_index",
-     "Tickets, newest first; with `queue`, an agent's queue by due time (items add assignee, due_at, overdue)",
-     None, ("200", "WorkTicketPage"),
-     [PAGE, PER_PAGE, _query("status", {"enum": ["received", "answered", "needs_agent", "failed"]}, "status"),
-      _query("article_id", {"type": "integer", "minimum": 1, "maximum": 2**62}, "tickets that retrieved it"),
-      _query("queue", {"enum": ["mine", "unassigned", "overdue", "open", "pending"]}, "an agent's queue")]),
+     "The one ticket list: a queue (default all, newest first; work queues by due time), searched and filtered",
+     None, ("200", "DeskTicketPage"), [PAGE, PER_PAGE, *desk_list_parameters(_query)]),
     ("/api/tickets/{ticket_id}/messages", "get", "tickets_api.tickets_messages",
      "The thread (internal notes included) with each reply's e-mail state", None, ("200", "MessageList"),
      [_path_id("ticket_id")]),
     ("/api/tickets/{ticket_id}/draft", "get", "tickets_api.tickets_draft",
-     "A new AI draft for an agent, grounded in the retrieved sections, with its citations", None,
+     "A new AI draft for an agent, with its citations; `grounded` is false (and `notice` says why) when no article clears the answer gate and no solved ticket is close", None,
      ("200", "Draft"), [_path_id("ticket_id"), _query("instruction", {
          "type": "string", "maxLength": 500, "pattern": QUERY_TEXT_PATTERN}, "e.g. 'shorter' (language model only)")]),
+    ("/api/tickets/{ticket_id}/composer", "get", "agent_work_api.composer_show",
+     "The logged-in agent's unsent reply text for the ticket (sessions only; empty when none)", None,
+     ("200", "ComposerEnvelope"), [_path_id("ticket_id")]),
+    ("/api/tickets/{ticket_id}/composer", "put", "agent_work_api.composer_save",
+     "Save the reply being typed (sessions only; an empty body forgets it; sending the reply clears it)",
+     "ComposerSave", ("200", "ComposerEnvelope"), [_path_id("ticket_id")]),
+    ("/api/tickets/{ticket_id}/similar", "get", "agent_work_api.similar_show",
+     "Solved tickets like this one, best first, with the agent's reply that solved them (scrubbed)", None,
+     ("200", "SimilarTickets"), [_path_id("ticket_id")]),
     ("/api/tickets/{ticket_id}/replies", "post", "tickets_api.tickets_replies",
      "An agent's reply (e-mailed through the outbox: `email` is `queued`) or internal note; sets the state",
      "ReplyCreate", ("201", "ReplyCreated"), [_path_id("ticket_id")]),
@@ -94,8 +103,12 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
      "Assign to `assignee` (a username; null unassigns); a logged-in agent may send no body: to me", "Assign",
      ("200", "WorkTicketEnvelope"), [_path_id("ticket_id")]),
     ("/api/inbound/email", "post", "inbound.email",
-     "Raw MIME from a mail provider, signed: `X-Signature` = hex HMAC-SHA256 of the body with INBOUND_EMAIL_SECRET",
+     "Raw MIME from a mail provider, signed with a timestamp (`X-Signature: t=…,v1=…`); stored, then a follow-up, "
+     "a new ticket, a duplicate (a replay), ignored or quarantined; 503 while the database is down",
      "RawEmail", ("200", "InboundOutcome"), [SIGNATURE_HEADER]),
+    ("/api/tickets/{ticket_id}/attachments/{attachment_id}", "get", "attachments.agent_download",
+     "Download an attachment of the ticket's thread (always as a file: `Content-Disposition: attachment`)", None,
+     ("200", None), [_path_id("ticket_id"), _path_id("attachment_id")]),
     ("/api/tickets/{ticket_id}", "get", "tickets_api.tickets_show", "One ticket with answer and citations", None,
      ("200", "TicketEnvelope"), [_path_id("ticket_id")]),
     ("/api/tickets/{ticket_id}/feedback", "post", "tickets_api.tickets_feedback",
@@ -134,6 +147,7 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
     ("/api/articles/{article_id}/importance-changes", "get", "learning_api.importance_changes",
      "The article's importance audit log: who, when, from → to, why", None, ("200", "ImportanceChanges"),
      [_path_id("article_id")]),
+    *desk_operations(_query, _path_id, SECRET_HEADER),
     ("/api/openapi.json", "get", "openapi.spec", "This description", None, ("200", None), []),
     ("/api/docs", "get", "openapi.docs", "This description as a page", None, ("200", None), []),
 ]
@@ -197,7 +211,7 @@ def build_spec(settings: Settings) -> dict[str, Any]:
             "Support-ticket answering on PostgreSQL + pgvector. Every error has one shape (`Error`); "
             "unknown fields are refused by name.")},
         "paths": paths,
-        "components": {"schemas": SCHEMAS,
+        "components": {"schemas": SCHEMAS | DESK_SCHEMAS,
                        "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer",
                                                           "description": "`supportrag token create`"}}},
     }

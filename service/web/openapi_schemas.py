@@ -178,7 +178,7 @@ SCHEMAS: dict[str, Any] = {
     "TicketPage": obj({"tickets": {"type": "array", "items": ref("Ticket")}, **PAGE_FIELDS},
                       ["tickets", *PAGE_FIELDS]),
     "Gaps": obj({"days": INTEGER, "groups": {"type": "array", "items": obj({
-        "nearest_article": nullable({"type": "object"}), "tickets": INTEGER, "needs_agent": INTEGER,
+        "nearest_article": nullable({"type": "object"}), "label": STRING, "tickets": INTEGER, "needs_agent": INTEGER,
         "not_helpful": INTEGER, "mean_similarity": nullable(NUMBER), "examples": {"type": "array"}})}},
         ["days", "groups"]),
     "PreviewRequest": obj({
@@ -201,7 +201,10 @@ SCHEMAS: dict[str, Any] = {
         "email": {"enum": ["queued", "sent", "failed", "none"]},
         "email_error": nullable({**STRING, "description": "why the e-mail failed (or the last attempt, while queued)"}),
         "email_outbox_id": nullable({**INTEGER, "description": "for POST /api/mail/outbox/{outbox_id}/retry"}),
+        "attachments": {"type": "array", "items": ref("Attachment")},
     }, ["id", "ticket_id", "kind", "author", "channel", "body", "created_at", "email"]),
+    "Attachment": obj({"id": INTEGER, "filename": STRING, "size": INTEGER, "content_type": STRING,
+                       "sha256": STRING, "url": STRING}, ["id", "filename", "size", "content_type", "url"]),
     "MessageList": obj({"messages": {"type": "array", "items": ref("Message")}}, ["messages"]),
     "ReplyCreate": obj({"body": text(BODY_MAX), "internal": BOOLEAN, "status": {"enum": list(WORK_STATES)},
                         "attachments": {"type": "array", "items": ref("ReplyAttachment"),
@@ -225,12 +228,23 @@ SCHEMAS: dict[str, Any] = {
         "error": nullable(STRING), "to": STRING}, ["id", "status", "attempts", "error", "to"])}, ["mail"]),
     "Assign": obj({"assignee": nullable({"type": "string", "minLength": 1, "maxLength": 64,
                                          "pattern": NO_NUL_PATTERN})}, ["assignee"], closed=True),
-    "Draft": obj({"draft": STRING, "citations": {"type": "array", "items": obj({
-        "number": INTEGER, "article_id": INTEGER, "title": STRING, "section": nullable(STRING), "url": STRING},
-        ["number", "article_id", "title", "url"])}, "mode": {"enum": ["llm", "extractive", "none"]}, "id": INTEGER},
-        ["draft", "citations"]),
+    "Draft": obj({"draft": STRING, "citations": {"type": "array", "items": {"oneOf": [
+        obj({"number": INTEGER, "article_id": INTEGER, "title": STRING, "section": nullable(STRING), "url": STRING},
+            ["number", "article_id", "title", "url"]),
+        obj({"number": INTEGER, "ticket_id": INTEGER, "title": STRING, "url": STRING},
+            ["number", "ticket_id", "title", "url"])]}},
+        "mode": {"enum": ["llm", "extractive", "none"]}, "id": INTEGER, "grounded": BOOLEAN,
+        "notice": nullable(STRING)}, ["draft", "citations", "grounded"]),
+    # Issue 25 (agent-work): the composer saved as typed, similar solved tickets.
+    "ComposerSave": obj({"body": {"type": "string", "maxLength": BODY_MAX, "pattern": NO_NUL_PATTERN}}, ["body"],
+                        closed=True),
+    "ComposerEnvelope": obj({"composer": obj({"body": STRING, "updated_at": nullable(TIMESTAMP)},
+                                             ["body", "updated_at"])}, ["composer"]),
+    "SimilarTickets": obj({"tickets": {"type": "array", "items": obj({
+        "ticket_id": INTEGER, "similarity": NUMBER, "question": STRING, "reply": STRING, "solved_at": TIMESTAMP},
+        ["ticket_id", "similarity", "question", "reply", "solved_at"])}}, ["tickets"]),
     "InboundOutcome": obj({"outcome": obj({
-        "action": {"enum": ["follow_up", "new_ticket", "duplicate", "ignored", "rejected"]},
+        "action": {"enum": ["follow_up", "new_ticket", "duplicate", "ignored", "quarantined"]},
         "ticket_id": nullable(INTEGER), "reason": STRING}, ["action", "ticket_id", "reason"])}, ["outcome"]),
     "Health": obj({"status": {"const": "ok"}, "database": {"const": "ok"}}, ["status", "database"]),
     **LEARNING_SCHEMAS,

@@ -17,6 +17,7 @@ from gunicorn.workers.gthread import ThreadWorker
 
 from service.accounts import count_admins
 from service.config import Settings
+from service.intake.imap_poller import start_imap_poller
 from service.mail.worker import start_mail_worker
 from service.runtime import Runtime
 from service.tickets.recovery import start_recovery_thread
@@ -89,7 +90,7 @@ def _post_fork(_server, _worker) -> None:
 def serve_forever(*, host: str | None, port: int | None, dev: bool, workers: int | None,
                   threads: int | None) -> None:
     """Serve until interrupted; host and port default to SUPPORTRAG_HOST and PORT (see Settings)."""
-    size = size_server(cpus=os.cpu_count(), workers=workers, threads=threads)
+    size = size_server(cpus=os.cpu_count(), workers=workers or Settings.from_env().web_concurrency, threads=threads)
     _configure_workers(size)
     settings = Settings.from_env()
     host = host or settings.host
@@ -101,6 +102,7 @@ def serve_forever(*, host: str | None, port: int | None, dev: bool, workers: int
         # Exit through SystemExit on SIGTERM so atexit handlers detach from (and stop) the embedded server.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         start_mail_worker(runtime)
+        start_imap_poller(runtime)
         create_app(runtime=runtime).run(host=host, port=port, debug=False, use_reloader=False)
         return
     # Workers build their own runtime after fork; the master's pool must not be shared with them.
@@ -166,9 +168,11 @@ def _run_gunicorn(*, host: str, port: int, workers: int, threads: int) -> None:
                     self.cfg.set(key, value)
 
         def load(self):
-            # In each worker, after the fork: every worker runs a mail thread; an advisory lock lets one send.
+            # In each worker, after the fork: every worker runs a mail thread and an IMAP poller; advisory locks
+            # let one send and one fetch.
             app = load_app()
             start_mail_worker(app.extensions["supportrag"])
+            start_imap_poller(app.extensions["supportrag"])
             return app
 
     _Application().run()

@@ -7,18 +7,22 @@ import logging
 from flask import Blueprint, g, jsonify, request, url_for
 
 from service.accounts import user_id_for
+from service.tickets.attachments import attachments_by_message
 from service.tickets.drafts import make_draft
 from service.tickets.learning import propose_from_solved_ticket
-from service.tickets.queries import add_feedback, content_gaps, get_ticket, list_tickets
+from service.tickets.queries import add_feedback, content_gaps, get_ticket
 from service.tickets.secrets import new_ticket_secret
+from service.tickets.similar import ensure_ticket_question
 from service.tickets.states import Actor
 from service.tickets.thread import ticket_thread
 from service.mail.outbox import mail_states
-from service.tickets.work import REPLY_FIELDS, acknowledge, assign_ticket, list_queue, send_reply, work_ticket
+from service.tickets.work import REPLY_FIELDS, acknowledge, assign_ticket, send_reply, work_ticket
 from service.tickets.workflow import answer_ticket
+from service.web.attachments import attachment_url
+from service.web.desk import tickets_page
 from service.web.errors import ApiError
 from service.web.links import article_link, ticket_link
-from service.web.requests import db, int_arg, json_body, page_count, runtime
+from service.web.requests import db, int_arg, json_body, runtime
 
 log = logging.getLogger(__name__)
 tickets_api = Blueprint("tickets_api", __name__, url_prefix="/api")
@@ -55,18 +59,8 @@ def tickets_show(ticket_id: int):
 
 @tickets_api.get("/tickets")
 def tickets_index():
-    """Newest first; ``?status=needs_agent&article_id=&page=&per_page=``; ``?queue=`` an agent's queue by due time."""
-    page = int_arg("page", 1, low=1, high=1_000_000)
-    per_page = int_arg("per_page", 20, low=1, high=100)
-    if "queue" in request.args:
-        work, total = list_queue(db(), request.args["queue"], user_id=_my_user_id(), page=page, per_page=per_page)
-        return jsonify({"tickets": [w.to_dict() for w in work], "page": page, "per_page": per_page,
-                        "total": total, "pages": page_count(total, per_page)})
-    article_id = int_arg("article_id", 0, low=1, high=2**62) if "article_id" in request.args else None
-    items, total = list_tickets(db(), status=request.args.get("status") or None, article_id=article_id,
-                                page=page, per_page=per_page)
-    return jsonify({"tickets": [t.to_dict() for t in items], "page": page, "per_page": per_page,
-                    "total": total, "pages": page_count(total, per_page)})
+    """A queue (default ``all``, newest first; work queues by due time), searched with ``q`` and filtered."""
+    return tickets_page()
 
 
 @tickets_api.post("/tickets/<int:ticket_id>/feedback")
@@ -98,10 +92,13 @@ def _actor() -> Actor:
 
 @tickets_api.get("/tickets/<int:ticket_id>/messages")
 def tickets_messages(ticket_id: int):
-    """The whole thread, internal notes included, each public reply with its e-mail's state (and why it failed)."""
+    """The whole thread, internal notes included, each public reply with its e-mail's state (and why it failed) and
+    its attachments."""
     work_ticket(db(), ticket_id)
     states = mail_states(db(), ticket_id)
+    files = attachments_by_message(db(), ticket_id)
     return jsonify({"messages": [m.to_dict() | _email_fields(states.get(m.email_message_id))
+                                 | {"attachments": [a.to_dict(attachment_url(ticket_id, a)) for a in files.get(m.id, [])]}
                                  for m in ticket_thread(db(), ticket_id)]})
 
 
@@ -140,6 +137,11 @@ def learn_from_solved_ticket(ticket_id: int) -> None:
     Its own transaction, so a failing embedder or language model is logged and never undoes the reply.
     """
     rt = runtime()
+    try:
+        with rt.session() as session:  # a solved ticket is evidence for the next like it (issue 25)
+            ensure_ticket_question(session, rt.embedder, ticket_id)
+    except Exception:  # noqa: BLE001 - the reply is stored; the vector is a by-product
+        log.exception("solved ticket %s: question not stored for similar tickets", ticket_id)
     try:
         with rt.session() as session:
             propose_from_solved_ticket(session, embedder=rt.embedder, settings=rt.settings, chat=rt.chat,

@@ -3,7 +3,8 @@
 Import from here (``from service.db.models import Article``); the submodules split the tables by aggregate:
 ``base`` (declarative base, column types, app state), ``knowledge``, ``bm25`` (its statistics), ``tickets``,
 ``accounts``, ``agents`` (thread, transitions, drafts, outbox, canned replies), ``learning`` (candidates, importance
-proposals and the importance audit log), ``search_vectors`` (what the exact scan reads, kept by triggers), ``ticket_vectors`` (ticket questions).
+proposals and the importance audit log), ``search_vectors`` (what the exact scan reads, kept by triggers), ``ticket_vectors`` (ticket questions),
+``inbound`` (received e-mail, stored before it is parsed); ``intake`` (the IMAP poller's place in each folder); ``team`` (tags, reads, presence, ratings).
 """
 
 from service.db.models.accounts import (
@@ -30,6 +31,9 @@ from service.db.models.agents import (
 )
 from service.db.models.base import AppState, Base, BinaryVector, length_between
 from service.db.models.bm25 import Bm25Term, Bm25Totals
+from service.db.models.composer import ComposerText
+from service.db.models.inbound import INBOUND_STATUSES, InboundEmail
+from service.db.models.intake import ImapFolder
 from service.db.models.knowledge import (
     CATEGORY_MAX,
     CONTENT_MAX,
@@ -53,6 +57,7 @@ from service.db.models.learning import (
     ImportanceProposal,
 )
 from service.db.models.search_vectors import search_vectors
+from service.db.models.team import PRESENCE_ACTIVITIES, TAG_PATTERN, TicketPresence, TicketRating, TicketRead, TicketTag
 from service.db.models.ticket_vectors import ticket_vectors
 from service.db.models.tickets import (
     ANSWER_MODES,
@@ -72,7 +77,8 @@ __all__ = [
     "ArticleCandidate", "ImportanceChange", "ImportanceProposal",
     "SECTION_KINDS", "TICKET_STATUSES", "TITLE_MAX", "TOKEN_NAME_MAX", "USERNAME_MAX",
     "AdminSession", "AdminUser", "AnswerFeedback", "ApiToken", "AppState", "Article", "ArticleSection", "Base", "BinaryVector",
-    "Bm25Term", "Bm25Totals",
+    "Bm25Term", "Bm25Totals", "ComposerText", "INBOUND_STATUSES", "ImapFolder", "InboundEmail",
     "LoginThrottle", "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation",
     "length_between", "search_vectors", "ticket_vectors",
+    "PRESENCE_ACTIVITIES", "TAG_PATTERN", "TicketPresence", "TicketRating", "TicketRead", "TicketTag",
 ]

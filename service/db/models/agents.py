@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
 from service.db.models.base import Base
@@ -43,6 +44,10 @@ class TicketMessage(Base):
     draft_body: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     draft_article_ids: Mapped[list[int] | None] = mapped_column(ARRAY(sa.BigInteger), nullable=True)
     edit_ratio: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    # Full-text search over the thread (migration 0023).
+    search_vector: Mapped[Any | None] = mapped_column(
+        TSVECTOR, sa.Computed("to_tsvector('english'::regconfig, coalesce(body, ''))", persisted=True),
+        nullable=True, deferred=True)
 
     __table_args__ = (
         sa.CheckConstraint(sa.column("kind").in_(MESSAGE_KINDS), name="ticket_messages_kind_valid"),
@@ -52,6 +57,7 @@ class TicketMessage(Base):
         # Inbound duplicates are dropped by Message-ID; replies are matched by it (In-Reply-To / References).
         sa.Index("ticket_messages_email_message_id", "email_message_id", unique=True,
                  postgresql_where=sa.text("email_message_id IS NOT NULL")),
+        sa.Index("ticket_messages_search_vector", "search_vector", postgresql_using="gin"),
     )
 
 
@@ -87,6 +93,11 @@ class TicketDraft(Base):
     mode: Mapped[str] = mapped_column(sa.Text, nullable=False)  # "llm" | "extractive" | "none"
     instruction: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     created_at: Mapped[datetime] = _now()
+    # Issue 25 (migration 0022): whether evidence above its threshold backs the draft, and the solved tickets
+    # it cites beside the articles.
+    grounded: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, server_default=sa.true())
+    ticket_ids: Mapped[list[int]] = mapped_column(ARRAY(sa.BigInteger), nullable=False, server_default="{}")
+    notice: Mapped[str | None] = mapped_column(sa.Text, nullable=True)  # "nothing above the threshold: …"
     # The reply that started from this draft (or from a later one): a used draft is never offered again.
     used_by_message_id: Mapped[int | None] = mapped_column(
         sa.BigInteger, sa.ForeignKey("ticket_messages.id", ondelete="SET NULL"), nullable=True)
@@ -124,7 +135,7 @@ class MailOutbox(Base):
         sa.Index("mail_outbox_due", "next_attempt_at",
                  postgresql_where=sa.text("sent_at IS NULL AND failed_at IS NULL")),
         sa.Index("mail_outbox_message_id", "message_id", unique=True),
-        # The dashboard's count of failed e-mails, and the relay limit's count per address (migration 0020).
+        # The dashboard's count of failed e-mails, and the relay limit's count per address (migration 0024).
         sa.Index("mail_outbox_failed", "failed_at", postgresql_where=sa.text("failed_at IS NOT NULL")),
         sa.Index("mail_outbox_acknowledgements", sa.func.lower(sa.column("to_address")), "created_at",
                  postgresql_where=sa.text("auto_submitted IS NOT NULL")),

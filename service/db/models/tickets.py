@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
 from service.db.models.base import Base
@@ -49,6 +50,10 @@ class Ticket(Base):
     solved_by: Mapped[str | None] = mapped_column(sa.Text, nullable=True)  # "customer" | "agent"
     # The token in the plus-address replies go to (MAIL_REPLY_TO); random, so it cannot be guessed.
     reply_token: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    # Full-text search over the subject (migration 0023; the thread's words are on ticket_messages).
+    search_vector: Mapped[Any | None] = mapped_column(
+        TSVECTOR, sa.Computed("to_tsvector('english'::regconfig, coalesce(subject, ''))", persisted=True),
+        nullable=True, deferred=True)
 
     __table_args__ = (
         sa.CheckConstraint(sa.column("status").in_(TICKET_STATUSES), name="tickets_status_valid"),
@@ -61,6 +66,9 @@ class Ticket(Base):
                            name="tickets_state_valid"),
         sa.Index("tickets_queue", "state", "due_at"),
         sa.Index("tickets_reply_token", "reply_token", unique=True),
+        sa.Index("tickets_search_vector", "search_vector", postgresql_using="gin"),
+        sa.Index("tickets_customer_email", "customer_email"),
+        sa.Index("tickets_assignee", "assignee_id", "state"),
     )
 
 

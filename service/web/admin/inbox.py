@@ -4,24 +4,24 @@ from __future__ import annotations
 
 from flask import Blueprint, flash, g, redirect, render_template, request, url_for
 
-from service.db.models import CannedReply
-from service.tickets.canned import fill_placeholders, list_canned
+from service.tickets.canned import FilledCanned, filled_canned
+from service.tickets.composer import load_composer
 from service.tickets.drafts import DraftView, latest_draft, make_draft, stored_draft_view
 from service.tickets.states import Actor
+from service.tickets.similar import similar_solved_tickets
 from service.tickets.thread import ticket_thread
-from service.tickets.work import QUEUES, assign_ticket, list_queue, mail_statuses, send_reply, work_item
+from service.tickets.work import assign_ticket, mail_statuses, send_reply, work_item, work_ticket
 from service.validation import ValidationError
+from service.web.admin.ticket_list import ticket_list_page
 from service.web.admin.pages import nav_context
 from service.web.admin.uploads import uploaded_files
 from service.web.links import article_link
-from service.web.requests import db, runtime
+from service.web.errors import ApiError
+from service.web.requests import db, parse_whole_number, runtime
 from service.web.tickets import learn_from_solved_ticket
 
 inbox = Blueprint("inbox", __name__, url_prefix="/admin/inbox")
 inbox.context_processor(nav_context)
-QUEUE_LABELS = {"mine": "Mine", "unassigned": "Unassigned", "overdue": "Overdue", "open": "All open",
-                "pending": "Pending"}
-PER_PAGE = 50
 
 
 def _me() -> int | None:
@@ -31,36 +31,58 @@ def _me() -> int | None:
 
 @inbox.get("", endpoint="queue")
 def queue():
-    """One queue, most urgent first, with every queue's count."""
-    name = request.args.get("queue") if request.args.get("queue") in QUEUES else "unassigned"
-    items, _ = list_queue(db(), name, user_id=_me(), per_page=PER_PAGE)
-    counts = {q: list_queue(db(), q, user_id=_me(), per_page=1)[1] for q in QUEUES}
-    return render_template("admin/inbox.html", items=items, queue=name, counts=counts, labels=QUEUE_LABELS)
+    """The one ticket list (service/web/admin/desk.py)."""
+    return ticket_list_page()
 
 
-def _composer(ticket_id: int, item) -> tuple[str, DraftView | None, str | None]:
-    """(composer text, the AI draft, the canned reply's title): a canned reply if asked, else the AI draft."""
-    canned_id = request.args.get("canned", "")
-    if canned_id.isdigit() and (canned := db().get(CannedReply, int(canned_id))) is not None:
-        values = {"customer_email": item.ticket.email or "", "ticket_ref": f"T-{ticket_id}"}
-        return fill_placeholders(canned.body, values), None, canned.title
+def _draft(ticket_id: int) -> DraftView:
+    """The latest unused AI draft, or a new one (committed: reloading the page shows the same draft)."""
     stored = latest_draft(db(), ticket_id)
     if stored is not None:
-        draft = stored_draft_view(db(), stored, article_link)
-    else:
-        draft = make_draft(db(), runtime(), runtime().chat, ticket_id, link=article_link)
-        db().commit()
-    return draft.draft, draft, None
+        return stored_draft_view(db(), stored, article_link)
+    draft = make_draft(db(), runtime(), runtime().chat, ticket_id, link=article_link)
+    db().commit()
+    return draft
+
+
+def _canned_choice() -> int | None:
+    """``?canned=`` (the no-script fallback of "Use"), through the one number parser: anything else is a 400."""
+    raw = request.args.get("canned")
+    if raw is None:
+        return None
+    canned_id = parse_whole_number(raw)
+    if canned_id is None:
+        raise ApiError(400, "validation_error", "canned must be a canned reply's number", {"canned": "must be an integer"})
+    return canned_id
+
+
+def _composer(ticket_id: int, item, replies: list[FilledCanned]) -> tuple[str, DraftView, str | None, bool]:
+    """(composer text, the AI draft, the canned reply's title, restored?): the agent's unsent text when it is
+    newer than the draft, else a canned reply if asked, else the AI draft."""
+    draft, canned_id = _draft(ticket_id), _canned_choice()
+    chosen = next((c for c in replies if c.id == canned_id), None)
+    if chosen is not None:
+        return chosen.body, draft, chosen.title, False
+    saved = load_composer(db(), ticket_id, _me()) if _me() is not None else None
+    stored = latest_draft(db(), ticket_id)
+    if saved and saved.body and (stored is None or saved.updated_at >= stored.created_at):
+        return saved.body, draft, None, True
+    return draft.draft, draft, None, False
 
 
 @inbox.get("/<int:ticket_id>", endpoint="ticket")
 def ticket(ticket_id: int):
-    """The workspace: the thread, the evidence, and the composer prefilled with the AI draft."""
+    """The workspace: the thread, the evidence (sections and similar solved tickets), and the composer holding
+    the agent's unsent text, else the AI draft."""
     item = work_item(db(), ticket_id)
-    text, draft, canned_title = _composer(ticket_id, item)
+    replies = filled_canned(db(), ticket_id, agent_id=_me())
+    text, draft, canned_title, restored = _composer(ticket_id, item, replies)
+    similar = similar_solved_tickets(db(), runtime().embedder, work_ticket(db(), ticket_id),
+                                     limit=runtime().settings.similar_tickets_limit)
     return render_template("admin/inbox_ticket.html", item=item, t=item.ticket, thread=ticket_thread(db(), ticket_id),
                            mail=mail_statuses(db(), ticket_id), composer=text, draft=draft, canned_title=canned_title,
-                           canned=list_canned(db()), has_llm=runtime().chat is not None, me=_me())
+                           canned=replies, has_llm=runtime().chat is not None, me=_me(), restored=restored,
+                           similar=similar, min_similar=runtime().settings.similar_ticket_min_similarity)
 
 
 @inbox.post("/<int:ticket_id>/assign", endpoint="assign")

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from flask import Blueprint, flash, g, redirect, render_template, request, url_for
 
 from service.accounts import authenticate, count_admins
-from service.db.models import TICKET_STATUSES, Article
+from service.db.models import Article
 from service.knowledge.articles import (
     ArticleNotFound,
     add_article,
@@ -24,6 +24,7 @@ from service.knowledge.indexing import list_sections
 from service.tickets.queries import TicketNotFound, get_ticket, list_tickets
 from service.validation import ValidationError
 from service.web.access import log_in, log_out, log_out_everywhere
+from service.web.admin.ticket_list import ticket_list_page
 from service.web.limits import clear_login_failures, login_bucket, reserve_login_attempt
 from service.web.requests import db, page_count, parse_whole_number, runtime
 
@@ -43,11 +44,16 @@ def importance_badge(importance: float) -> tuple[str, str]:
 
 
 def safe_next(target: str | None) -> str:
-    """Only local /admin paths, so the login form cannot be used as an open redirect."""
+    """Only local /admin paths, so the login form cannot be used as an open redirect; else "" (the home page)."""
     parts = urlsplit(target or "")
     if target and not parts.scheme and not parts.netloc and target.startswith("/admin") and "\\" not in target:
         return target
-    return url_for("admin.articles")
+    return ""
+
+
+def home_for(role: str) -> str:
+    """Where an account lands: agents on their Inbox, admins on the articles list."""
+    return url_for("inbox.queue" if role == "agent" else "admin.articles")
 
 
 def _page_number() -> int:
@@ -107,7 +113,7 @@ def login():
             db().commit()
             log_in(found)
             flash(f"Logged in as {found.username}.", "success")
-            return redirect(next_url)
+            return redirect(next_url or home_for(found.role))
         flash("Wrong username or password.", "error")
         return render_template("admin/login.html", next=next_url, username=username, no_admins=False), 401
     return render_template("admin/login.html", next=next_url, username="", no_admins=count_admins(db()) == 0)
@@ -131,8 +137,9 @@ def logout_everywhere():
 
 @admin.get("/")
 def index():
-    """The articles list is the home page."""
-    return redirect(url_for("admin.articles"))
+    """The home page: agents land on their Inbox, admins on the articles list."""
+    identity = g.get("identity")
+    return redirect(home_for(identity.role if identity is not None else "admin"))
 
 
 @admin.get("/articles")
@@ -232,16 +239,8 @@ def preview():
 
 @admin.get("/tickets")
 def tickets():
-    """Tickets, newest first, optionally by status or by an article they retrieved."""
-    status = request.args.get("status") if request.args.get("status") in TICKET_STATUSES else None
-    article_id = parse_whole_number(request.args.get("article_id"))
-    article_id = article_id if article_id is not None and 0 < article_id < 2**63 else None
-    page = _page_number()
-    items, total = list_tickets(db(), status=status, article_id=article_id, page=page, per_page=PER_PAGE)
-    article_title = db().scalar(sa.select(Article.title).where(Article.id == article_id)) if article_id else None
-    return render_template("admin/tickets.html", tickets=items, total=total, page=page,
-                           pages=max(1, page_count(total, PER_PAGE)), status=status, statuses=TICKET_STATUSES,
-                           article_id=article_id, article_title=article_title)
+    """The one ticket list, as under /admin/inbox, showing every ticket by default (old links keep working)."""
+    return ticket_list_page(default_queue="all")
 
 
 @admin.get("/tickets/<int:ticket_id>")

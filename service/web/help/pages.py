@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from flask import Blueprint, Response, redirect, render_template, request, url_for
 
-from service.db.models import Article
+from service.db.models import Article, Ticket
 from service.knowledge.articles import ArticleNotFound, get_article
 from service.tickets.helpdesk import (
     CustomerTicket,
@@ -21,9 +21,12 @@ from service.tickets.helpdesk import (
     mark_solved,
     ticket_fields,
 )
+from service.tickets.notifications import notify_customer_reply, notify_unassigned
+from service.tickets.ratings import current_rating
 from service.tickets.thread import public_thread
 from service.tickets.work import acknowledge
 from service.tickets.queries import TicketNotFound
+from service.tickets.attachments import attachments_by_message
 from service.tickets.secrets import new_ticket_secret
 from service.tickets.validation import BODY_MAX, is_email
 from service.tickets.workflow import answer_ticket
@@ -146,10 +149,14 @@ def _ticket_page(view: CustomerTicket, key: str, *, email: str = "", error: str 
     sources = answer_sources(db(), view.ticket)
     links = {s.number: article_url(s.article_id, s.section) for s in sources}
     answer = render_answer(view.ticket.answer, links) if view.ticket.answer else None
-    thread = [m for m in public_thread(db(), view.ticket.id) if m.kind != "ai_answer"][1:]  # after the answer
+    messages = [m for m in public_thread(db(), view.ticket.id) if m.kind != "ai_answer"]
+    thread = messages[1:]  # after the answer
+    files = attachments_by_message(db(), view.ticket.id)
     return render_template("help/ticket.html", view=view, t=view.ticket, key=key, sources=sources, links=links,
                            answer=answer, email=email or view.ticket.email or "", error=error,
-                           thread=thread), status
+                           thread=thread, files=files,
+                           question_files=files.get(messages[0].id, []) if messages else [],
+                           rating=current_rating(db(), view.ticket.id)), status
 
 
 def _escalate(ticket_id: int, key: str, email: str, *, asked_for_person: bool) -> None:
@@ -160,6 +167,7 @@ def _escalate(ticket_id: int, key: str, email: str, *, asked_for_person: bool) -
              first_response_hours=settings.first_response_hours)
     if first_time:
         acknowledge(db(), settings, ticket_id, link=ticket_link(ticket_id, key), answer=None)
+        notify_unassigned(db(), settings, db().get(Ticket, ticket_id))
 
 
 @help_pages.get("/tickets/<int:ticket_id>")
@@ -206,6 +214,7 @@ def follow_up_ticket(ticket_id: int):
     try:
         follow_up(db(), ticket_id, key, request.form.get("body", ""),
                   first_response_hours=runtime().settings.first_response_hours)
+        notify_customer_reply(db(), runtime().settings, db().get(Ticket, ticket_id), request.form["body"].strip())
     except ValidationError:
         db().rollback()
         return _ticket_page(customer_ticket(db(), ticket_id, key), key, status=400,

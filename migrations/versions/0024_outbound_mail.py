@@ -1,16 +1,16 @@
 """Outbound mail (issue 24, mail-out): the due index skips failed e-mails; failed e-mails and recent
 acknowledgements per address are found by index (the dashboard count, and the relay limit).
 
-Revision ID: 0020
-Revises: 0018
+Revision ID: 0024
+Revises: 0023
 Create Date: 2026-12-02
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0020"
-down_revision = "0018"
+revision = "0024"
+down_revision = "0023"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,228 @@
+"""Receiving one e-mail: store it first, then turn it into a follow-up, a new ticket, or a quarantine entry.
+
+The stored row is locked while its outcome is written, in the same transaction as the ticket or follow-up it
+makes, so the same message delivered twice (a relay's retry, a webhook replay, an IMAP re-fetch) has one effect.
+Only the AI's answer and the acknowledgement come after that commit, as for any ticket.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from service.config import Settings
+from service.db.models import InboundEmail, Ticket, TicketMessage
+from service.intake.match import Match, match_ticket
+from service.intake.parse import Attachment, InboundMail, parse_email
+from service.intake.quoted import strip_quoted
+from service.intake.store import set_outcome, store_inbound
+from service.runtime import Runtime
+from service.tickets.attachments import add_attachment
+from service.tickets.queries import get_ticket
+from service.tickets.secrets import new_ticket_secret
+from service.tickets.notifications import notify_customer_reply
+from service.tickets.states import CUSTOMER, apply_event
+from service.tickets.thread import add_message
+from service.tickets.validation import BODY_MAX, SUBJECT_MAX, ValidationError, clean_ticket_fields, is_email
+from service.tickets.work import acknowledge
+from service.tickets.workflow import finish_ticket
+
+log = logging.getLogger(__name__)
+_SUBJECT_PREFIX = re.compile(r"^\s*((re|fwd?|aw|wg|sv)\s*:\s*)+", re.IGNORECASE)
+TicketLink = Callable[[int, str], str]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What receiving an e-mail did: ``follow_up``, ``new_ticket``, ``duplicate``, ``ignored`` or ``quarantined``."""
+
+    action: str
+    ticket_id: int | None = None
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"action": self.action, "ticket_id": self.ticket_id, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class NewTicket:
+    """A ticket stored from an e-mail, still to be answered and acknowledged."""
+
+    ticket_id: int
+    secret: str
+    subject: str
+    body: str
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1_000_000:.1f} MB"
+
+
+def kept_attachments(attachments: list[Attachment], settings: Settings) -> tuple[list[Attachment], list[str]]:
+    """The files within the per-file and per-message caps, and a note for each one left out."""
+    kept, notes, total = [], [], 0
+    for item in attachments:
+        size = len(item.content)
+        if size > settings.inbound_attachment_max_bytes:
+            notes.append(f"[Not kept: {item.filename} ({_megabytes(size)}), over the "
+                         f"{_megabytes(settings.inbound_attachment_max_bytes)} limit per file]")
+        elif total + size > settings.inbound_message_attachments_max_bytes:
+            notes.append(f"[Not kept: {item.filename} ({_megabytes(size)}), over the "
+                         f"{_megabytes(settings.inbound_message_attachments_max_bytes)} limit per message]")
+        else:
+            kept.append(item)
+            total += size
+    return kept, notes
+
+
+def message_body(mail: InboundMail, kept: list[Attachment], notes: list[str]) -> str:
+    """The new text of the e-mail (quoted history cut), with a line for attachment-only mail and any file left out."""
+    text = strip_quoted(mail.text)[:BODY_MAX]
+    if not text and kept:
+        text = "(attachments only: " + ", ".join(a.filename for a in kept) + ")"
+    return "\n\n".join(part for part in (text, *notes) if part)[:BODY_MAX]
+
+
+def _add_files(session: Session, message_id: int, kept: list[Attachment]) -> None:
+    for item in kept:
+        add_attachment(session, message_id, filename=item.filename, content_type=item.content_type,
+                       content=item.content)
+
+
+def _follow_up(session: Session, settings: Settings, row: InboundEmail, mail: InboundMail, match: Match,
+               body: str, kept: list[Attachment]) -> Outcome:
+    message = add_message(session, match.ticket_id, "customer", body, channel="email",
+                          email_message_id=mail.message_id)
+    _add_files(session, message.id, kept)
+    ticket = session.get(Ticket, match.ticket_id)
+    apply_event(session, ticket, "customer_follow_up", CUSTOMER, first_response_hours=settings.first_response_hours)
+    notify_customer_reply(session, settings, ticket, body)  # the assignee, through the outbox
+    set_outcome(row, "processed", reason=f"follow-up by {match.how}", ticket_id=match.ticket_id)
+    return Outcome("follow_up", match.ticket_id)
+
+
+def _new_ticket(session: Session, row: InboundEmail, mail: InboundMail, match: Match, body: str,
+                kept: list[Attachment]) -> tuple[Outcome, NewTicket]:
+    subject = _SUBJECT_PREFIX.sub("", mail.subject).strip() or body.splitlines()[0]
+    cleaned = clean_ticket_fields({"subject": subject[:SUBJECT_MAX], "body": body, "email": mail.reply_address})
+    secret, digest = new_ticket_secret()
+    ticket = Ticket(**cleaned, status="received", secret_sha256=digest)
+    session.add(ticket)
+    session.flush()
+    message = add_message(session, ticket.id, "customer", cleaned["body"], channel="email",
+                          email_message_id=mail.message_id)
+    _add_files(session, message.id, kept)
+    reason = ""
+    if match.ticket_id is not None:  # it named another customer's ticket: linked, never added to it
+        reason = f"sender does not match T-{match.ticket_id}"
+        add_message(session, ticket.id, "internal_note", f"Sender does not match T-{match.ticket_id}: this e-mail "
+                    f"from {mail.sender} named T-{match.ticket_id} (by {match.how}), whose thread it was not "
+                    "added to. It is a ticket of its own.", channel="email")
+    set_outcome(row, "processed", reason=reason or "new ticket", ticket_id=ticket.id,
+                related_ticket_id=match.ticket_id)
+    return Outcome("new_ticket", ticket.id, reason), NewTicket(ticket.id, secret, cleaned["subject"], cleaned["body"])
+
+
+def _already_in_a_thread(session: Session, message_id: str | None) -> bool:
+    return message_id is not None and session.scalar(
+        sa.select(sa.exists().where(TicketMessage.email_message_id == message_id))) is True
+
+
+def decide(session: Session, settings: Settings, row: InboundEmail,
+           mail: InboundMail) -> tuple[Outcome, NewTicket | None]:
+    """Write the e-mail's outcome (in the caller's transaction, which holds the row's lock)."""
+    if mail.problem:
+        return quarantine(row, mail.problem), None
+    if mail.automatic:
+        set_outcome(row, "ignored", reason=mail.automatic)
+        return Outcome("ignored", reason=mail.automatic), None
+    if _already_in_a_thread(session, mail.message_id):
+        set_outcome(row, "duplicate", reason=f"{mail.message_id} is already in a thread")
+        return Outcome("duplicate", reason=f"{mail.message_id} was already received"), None
+    kept, notes = kept_attachments(mail.attachments, settings)
+    body = message_body(mail, kept, notes)
+    if not body:
+        return quarantine(row, "no text and no attachment"), None
+    match = match_ticket(session, settings, mail)
+    if match.follow_up:
+        return _follow_up(session, settings, row, mail, match, body, kept), None
+    if not is_email(mail.reply_address or ""):
+        return quarantine(row, "no sender address to reply to"), None
+    try:
+        with session.begin_nested():
+            return _new_ticket(session, row, mail, match, body, kept)
+    except ValidationError as exc:
+        return quarantine(row, f"not a valid ticket: {exc.details or exc}"), None
+
+
+def quarantine(row: InboundEmail, reason: str) -> Outcome:
+    """Keep the e-mail for an admin (/admin/mail: retry, discard)."""
+    set_outcome(row, "quarantined", reason=reason)
+    return Outcome("quarantined", reason=reason)
+
+
+def _record(runtime: Runtime, inbound_id: int, raw: bytes | None) -> tuple[Outcome, NewTicket | None]:
+    """Lock the stored row, and write its outcome unless another delivery already did."""
+    with runtime.session() as session:
+        row = session.get(InboundEmail, inbound_id, with_for_update=True, populate_existing=True)
+        if row.status != "received":
+            return Outcome("duplicate", row.ticket_id, f"already received (e-mail #{row.id}: {row.status})"), None
+        row.attempts += 1
+        return decide(session, runtime.settings, row, parse_email(raw if raw is not None else row.raw))
+
+
+def _quarantine_after_error(runtime: Runtime, inbound_id: int, exc: Exception) -> Outcome:
+    log.exception("inbound e-mail #%s could not be handled; quarantined", inbound_id)
+    with runtime.session() as session:
+        row = session.get(InboundEmail, inbound_id, with_for_update=True, populate_existing=True)
+        row.attempts += 1
+        return quarantine(row, f"internal error: {type(exc).__name__}: {exc}")
+
+
+def handle_stored(runtime: Runtime, inbound_id: int, *, ticket_link: TicketLink, raw: bytes | None = None) -> Outcome:
+    """Handle a stored e-mail: its outcome recorded, then a new ticket answered and acknowledged.
+
+    A database error propagates (the caller answers "try again": the row is still ``received``); any other
+    error quarantines the message.
+    """
+    try:
+        outcome, new = _record(runtime, inbound_id, raw)
+    except (sa.exc.OperationalError, sa.exc.InterfaceError):  # the database is down: deliver again later
+        raise
+    except Exception as exc:  # noqa: BLE001 - a parser or use-case bug must not lose the e-mail
+        return _quarantine_after_error(runtime, inbound_id, exc)
+    if new is not None:
+        finish_ticket(runtime, runtime.chat, new.ticket_id, new.subject, new.body, started=time.perf_counter())
+        _acknowledge(runtime, new, ticket_link)
+    return outcome
+
+
+def _acknowledge(runtime: Runtime, new: NewTicket, ticket_link: TicketLink) -> None:
+    try:
+        with runtime.session() as session:
+            view = get_ticket(session, new.ticket_id)
+            acknowledge(session, runtime.settings, new.ticket_id, link=ticket_link(new.ticket_id, new.secret),
+                        answer=view.answer if view.status == "answered" else None)
+    except Exception:  # noqa: BLE001 - the ticket is stored and answered; the customer still has the thread
+        log.exception("no acknowledgement for e-mail ticket %s", new.ticket_id)
+
+
+def receive_email(runtime: Runtime, raw: bytes, *, ticket_link: TicketLink) -> Outcome:
+    """Store one e-mail, then handle it (idempotent: the same message again is a ``duplicate``).
+
+    ``ticket_link(ticket_id, secret)`` is the customer's page of a new ticket, for the acknowledgement. Raises
+    ``sqlalchemy.exc.OperationalError`` only when the database is unavailable (nothing, or only the raw
+    message, was stored: deliver it again later); anything else ends as an outcome.
+    """
+    with runtime.session() as session:
+        stored = store_inbound(session, raw, raw_max_bytes=runtime.settings.inbound_raw_max_bytes)
+    if stored.status != "received":
+        return Outcome("duplicate", stored.ticket_id, f"already received (e-mail #{stored.id}: {stored.status})")
+    return handle_stored(runtime, stored.id, ticket_link=ticket_link, raw=raw)

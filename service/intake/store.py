@@ -1,0 +1,104 @@
+"""Inbound e-mail is stored before it is interpreted: raw bytes (capped by INBOUND_RAW_MAX_BYTES), SHA-256,
+and a dedupe key (the Message-ID, else the content hash), so a parser bug quarantines a message, never loses it,
+and a relay's retry or a webhook replay is stored once."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from service.db.models import InboundEmail
+from service.intake.parse import addresses, header_text, message_id_of, read_headers
+
+REASON_MAX_CHARS = 500
+OPEN_STATUSES = ("received", "quarantined")
+
+
+@dataclass(frozen=True)
+class Stored:
+    """The row an e-mail is stored as; ``new`` is False when this copy was already stored."""
+
+    id: int
+    new: bool
+    status: str
+    ticket_id: int | None
+
+
+@dataclass(frozen=True)
+class InboundView:
+    """A stored e-mail as /admin/mail lists it."""
+
+    id: int
+    received_at: datetime
+    sender: str | None
+    subject: str | None
+    status: str
+    reason: str | None
+    attempts: int
+    size: int
+    ticket_id: int | None
+
+
+def dedupe_key(message_id: str | None, sha256: str) -> str:
+    """The Message-ID when there is one, else ``sha256:<hex>`` of the raw bytes."""
+    return message_id or f"sha256:{sha256}"
+
+
+def store_inbound(session: Session, raw: bytes, *, raw_max_bytes: int) -> Stored:
+    """Store ``raw`` once (in the caller's transaction); a copy already stored comes back with ``new`` False."""
+    digest = hashlib.sha256(raw).hexdigest()
+    headers = read_headers(raw)
+    message_id = message_id_of(headers)
+    values = dict(dedupe_key=dedupe_key(message_id, digest), message_id=message_id, sha256=digest, size=len(raw),
+                  raw=raw[:raw_max_bytes], raw_truncated=len(raw) > raw_max_bytes,
+                  sender=(addresses(headers, "From") or [None])[0], subject=header_text(headers, "Subject")[:300],
+                  cc=addresses(headers, "Cc")[:50])
+    new_id = session.scalar(insert(InboundEmail).values(**values)
+                            .on_conflict_do_nothing(index_elements=["dedupe_key"]).returning(InboundEmail.id))
+    key = values["dedupe_key"]
+    row = session.execute(sa.select(InboundEmail.id, InboundEmail.status, InboundEmail.ticket_id)
+                          .where(InboundEmail.dedupe_key == key)).one()
+    return Stored(row.id, new_id is not None, row.status, row.ticket_id)
+
+
+def set_outcome(row: InboundEmail, status: str, *, reason: str | None = None, ticket_id: int | None = None,
+                related_ticket_id: int | None = None) -> None:
+    """Record what became of a stored e-mail."""
+    row.status, row.reason = status, (reason or None) and reason[:REASON_MAX_CHARS]
+    row.ticket_id, row.related_ticket_id = ticket_id, related_ticket_id
+    row.processed_at = sa.func.now()
+
+
+def open_inbound(session: Session, *, limit: int = 100) -> list[InboundView]:
+    """Quarantined e-mails and any stored but not yet handled, oldest first: what an admin must look at."""
+    rows = session.scalars(sa.select(InboundEmail).where(InboundEmail.status.in_(OPEN_STATUSES))
+                           .order_by(InboundEmail.id).limit(limit)).all()
+    return [InboundView(r.id, r.received_at, r.sender, r.subject, r.status, r.reason, r.attempts, r.size,
+                        r.ticket_id) for r in rows]
+
+
+def inbound_counts(session: Session) -> dict[str, int]:
+    """How many stored e-mails are in each status."""
+    rows = session.execute(sa.select(InboundEmail.status, sa.func.count()).group_by(InboundEmail.status)).all()
+    return {status: count for status, count in rows}
+
+
+def discard_inbound(session: Session, inbound_id: int) -> None:
+    """An admin drops a quarantined e-mail (kept, marked discarded); LookupError if it is not in quarantine."""
+    row = session.get(InboundEmail, inbound_id, with_for_update=True)
+    if row is None or row.status not in OPEN_STATUSES:
+        raise LookupError(f"no quarantined e-mail {inbound_id}")
+    set_outcome(row, "discarded", reason=row.reason)
+
+
+def reopen_inbound(session: Session, inbound_id: int) -> None:
+    """Put a quarantined e-mail back to ``received`` so that it is handled again; LookupError if not open."""
+    row = session.get(InboundEmail, inbound_id, with_for_update=True)
+    if row is None or row.status not in OPEN_STATUSES:
+        raise LookupError(f"no quarantined e-mail {inbound_id}")
+    row.status = "received"

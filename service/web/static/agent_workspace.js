@@ -1,0 +1,180 @@
+// The agent's workspace (/admin/inbox/<id>), issue 25 item 1: typed work is never lost.
+// The reply being typed is saved to the server as it is typed (debounced PUT /api/tickets/<id>/composer) and
+// restored on reload; an internal note is saved without leaving the page; a canned reply is inserted at the
+// cursor; leaving with unsent text asks first; sending clears it (on the server, with the reply).
+(function () {
+  "use strict";
+
+  const SAVE_DELAY_MS = 600;
+  const csrfMeta = document.querySelector('meta[name="csrf-token"]');
+  const csrf = csrfMeta ? csrfMeta.content : "";
+
+  function flash(message, kind) {
+    const area = document.getElementById("flash");
+    if (!area) return;
+    const p = document.createElement("p");
+    p.className = "flash flash-" + (kind || "info");
+    p.textContent = message;
+    area.replaceChildren(p);
+  }
+
+  async function send(method, url, body, keepalive) {
+    const response = await fetch(url, {
+      method: method, credentials: "same-origin", keepalive: Boolean(keepalive),
+      headers: { "Content-Type": "application/json", "Accept": "application/json", "X-CSRF-Token": csrf },
+      body: JSON.stringify(body),
+    });
+    let data = null;
+    try { data = await response.json(); } catch (ignored) { /* not JSON */ }
+    if (!response.ok) {
+      const error = (data && data.error) || { message: "request failed (" + response.status + ")", details: {} };
+      const details = Object.entries(error.details || {}).map(([k, v]) => k + " " + v).join("; ");
+      throw new Error(error.message + (details ? " (" + details + ")" : ""));
+    }
+    return data;
+  }
+
+  function initComposer(form) {
+    const ticketId = form.dataset.ticketId;
+    const textarea = document.getElementById("reply-body");
+    const status = document.getElementById("composer-saved");
+    const composerUrl = "/api/tickets/" + ticketId + "/composer";
+    const initial = textarea.value;
+    const restored = form.dataset.restored === "true";
+    let saved = restored ? initial : null;  // what the server holds (null: unknown, e.g. the AI draft shown)
+    let timer = null;
+    let leaving = false;  // a submit of this page's own forms: the text is saved, nothing to ask
+
+    function unsent() {
+      return textarea.value.trim() !== "" && (restored || textarea.value !== initial);
+    }
+
+    async function save(keepalive) {
+      clearTimeout(timer);
+      timer = null;
+      const body = textarea.value;
+      if (body === saved || (saved === null && body === initial)) return;
+      try {
+        const data = await send("PUT", composerUrl, { body: body }, keepalive);
+        saved = body;
+        const when = data.composer.updated_at ? new Date(data.composer.updated_at).toLocaleTimeString() : "";
+        status.textContent = data.composer.body ? "Saved " + when + "." : "";
+        status.dataset.saved = "true";
+      } catch (error) {
+        status.textContent = "Not saved: " + error.message;
+        status.dataset.saved = "false";
+      }
+    }
+
+    textarea.addEventListener("input", function () {
+      status.dataset.saved = "pending";
+      clearTimeout(timer);
+      timer = setTimeout(save, SAVE_DELAY_MS);
+    });
+
+    form.addEventListener("submit", function (event) {
+      const notice = document.getElementById("draft-notice");
+      const line = notice ? notice.dataset.notice : "";
+      if (line && textarea.value.includes(line) &&
+          !window.confirm("Your reply still says the knowledge base has nothing above the threshold. Send it anyway?")) {
+        event.preventDefault();
+        return;
+      }
+      clearTimeout(timer);
+      leaving = true;  // sent: the server clears the saved text with the reply
+    });
+
+    // The page's other forms reload this page (assign, regenerate, the no-script canned fallback): save first.
+    document.querySelectorAll("form").forEach(function (other) {
+      if (other === form || other.id === "note-form" || other.id === "canned-form") return;
+      other.addEventListener("submit", async function (event) {
+        if (other.querySelector('[name="instruction"]') && unsent() &&
+            !window.confirm("A new draft replaces the text in the reply box. Continue?")) {
+          event.preventDefault();
+          return;
+        }
+        event.preventDefault();
+        await save(true);
+        leaving = true;
+        HTMLFormElement.prototype.submit.call(other);
+      });
+    });
+
+    window.addEventListener("beforeunload", function (event) {
+      if (leaving || !unsent()) return;
+      save(true);
+      event.preventDefault();
+      event.returnValue = "";  // the browser asks "Leave site? Changes you made may not be saved."
+    });
+
+    return { textarea: textarea, save: save };
+  }
+
+  function insertAtCursor(textarea, text) {
+    const start = textarea.selectionStart, end = textarea.selectionEnd;
+    textarea.setRangeText(text, start, end, "end");
+    textarea.focus();
+    textarea.dispatchEvent(new Event("input", { bubbles: true }));
+  }
+
+  function initCanned(form, composer) {
+    const data = document.getElementById("canned-data");
+    if (!data) return;
+    const replies = JSON.parse(data.textContent);
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      const id = Number(form.querySelector("select").value);
+      const chosen = replies.find(function (r) { return r.id === id; });
+      if (chosen) {
+        insertAtCursor(composer.textarea, chosen.body);
+        flash("Canned reply “" + chosen.title + "” inserted.", "success");
+      }
+    });
+  }
+
+  function appendNote(message) {
+    const list = document.querySelector(".messages");
+    if (!list) return;
+    const item = document.createElement("li");
+    item.className = "message message-internal_note";
+    const meta = document.createElement("p");
+    meta.className = "muted";
+    const kind = document.createElement("strong");
+    kind.textContent = "Internal note";
+    meta.append(kind, " · " + (message.author || "") + " · just now · " + message.channel);
+    const body = document.createElement("pre");
+    body.className = "text";
+    body.textContent = message.body;
+    item.append(meta, body);
+    list.append(item);
+  }
+
+  function initNote(form, ticketId) {
+    const textarea = form.querySelector("textarea");
+    form.addEventListener("submit", async function (event) {
+      event.preventDefault();
+      const button = form.querySelector("button");
+      button.disabled = true;
+      try {
+        const data = await send("POST", "/api/tickets/" + ticketId + "/replies", { body: textarea.value, internal: true });
+        appendNote(data.message);
+        textarea.value = "";
+        flash("Internal note saved.", "success");
+      } catch (error) {
+        flash("Note not saved: " + error.message, "error");
+      } finally {
+        button.disabled = false;
+      }
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    const form = document.getElementById("reply-form");
+    if (!form) return;
+    const composer = initComposer(form);
+    const canned = document.getElementById("canned-form");
+    if (canned) initCanned(canned, composer);
+    const note = document.getElementById("note-form");
+    if (note) initNote(note, form.dataset.ticketId);
+  });
+})();
