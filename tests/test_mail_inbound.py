@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from service.cli.main import main
-from service.db.models import InboundEmail, MailOutbox, Ticket, TicketMessage
+from service.db.models import InboundEmail, MailOutbox, Ticket
 from service.intake.quoted import strip_quoted
 from service.intake.signature import sign
 

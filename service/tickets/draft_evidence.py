@@ -14,7 +14,7 @@ from service.retrieval.search import SearchResult, run_search
 from service.runtime import Runtime
 from service.tickets.answering import ContextArticle, GateDecision, ticket_query
 from service.tickets.similar import SimilarTicket, similar_solved_tickets
-from service.tickets.workflow import CONTEXT_ARTICLES, answer_gate, context_articles, matched_texts
+from service.tickets.workflow import CONTEXT_ARTICLES, answer_gate, matched_texts
 
 _CITATION = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})*)\]")
 TICKET_TEXT_CHARS = 1500  # of a solved ticket's reply, in the model's context
