@@ -138,7 +138,7 @@ class Settings:
     public_tickets: bool = True
     secure_cookies: bool = False
     # The default holds both FAQ dev sets and lifts long abstracts above either leg (README "Retrieval modes").
-    retrieval_mode: str = "hybrid"
+    retrieval_mode: str = "vector"  # issue 27: the card's formula by default (cosine); hybrid is opt-in
     fusion_method: str = "zscore"
     hybrid_vector_weight: float = 0.93
     hybrid_pool: int = 100  # z-score / min-max fuse each leg's best HYBRID_POOL articles
@@ -226,7 +226,7 @@ class Settings:
             public_search=(env.get("SUPPORTRAG_PUBLIC_SEARCH", "1") not in ("0", "false", "no")),
             public_tickets=(env.get("SUPPORTRAG_PUBLIC_TICKETS", "1") not in ("0", "false", "no")),
             secure_cookies=(env.get("SUPPORTRAG_SECURE_COOKIES", "0") not in ("0", "false", "no", "")),
-            retrieval_mode=env.get("RETRIEVAL_MODE") or "hybrid",
+            retrieval_mode=env.get("RETRIEVAL_MODE") or "vector",
             fusion_method=env.get("FUSION_METHOD") or "zscore",
             hybrid_vector_weight=_float(env, "HYBRID_VECTOR_WEIGHT", 0.93),
             hybrid_pool=_int(env, "HYBRID_POOL", 100),
