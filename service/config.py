@@ -39,6 +39,7 @@ class RetrievalSettings:
     rrf_k: float = 60.0
     bm25_k1: float = 1.2  # term-frequency saturation of the lexical leg (BM25)
     bm25_b: float = 0.75  # length normalisation of the lexical leg (0: none, 1: full)
+    bm25_title_weight: float = 3.0  # issue 27: a card's title occurrence counts this many body occurrences
     granularity: str = "section"  # "section": an article scores by its best section; "article": its own vector
     statement_timeout_ms: int = 2000
     # Opt-in, vector mode only: HNSW candidates (the nearest ``approximate_candidates`` sections and cards, read
@@ -144,6 +145,8 @@ class Settings:
     hybrid_pool: int = 100  # z-score / min-max fuse each leg's best HYBRID_POOL articles
     bm25_k1: float = 1.2  # the lexical leg's BM25 (README "Retrieval")
     bm25_b: float = 0.75
+    # Issue 27 (retrieval quality): the card's title weight in BM25 (BM25F-style, service.retrieval.bm25).
+    bm25_title_weight: float = 3.0
     retrieval_granularity: str = "section"
     search_statement_timeout_ms: int = 2000
     # Abuse limits per client address (count, seconds) or None; see the README's "Reliability and security".
@@ -232,6 +235,7 @@ class Settings:
             hybrid_pool=_int(env, "HYBRID_POOL", 100),
             bm25_k1=_float(env, "BM25_K1", 1.2),
             bm25_b=_float(env, "BM25_B", 0.75),
+            bm25_title_weight=_float(env, "BM25_TITLE_WEIGHT", 3.0),  # issue 27
             retrieval_granularity=env.get("RETRIEVAL_GRANULARITY") or "section",
             search_statement_timeout_ms=_int(env, "SEARCH_STATEMENT_TIMEOUT_MS", 2000),
             rate_limit_tickets=parse_rate_limit("SUPPORTRAG_RATE_LIMIT_TICKETS",
@@ -301,6 +305,8 @@ class Settings:
             raise ConfigError("FUSION_METHOD must be convex, rrf, minmax or zscore")
         if not self.bm25_k1 >= 0.0 or not 0.0 <= self.bm25_b <= 1.0:
             raise ConfigError("BM25_K1 must not be negative and BM25_B must be between 0 and 1")
+        if not 0.0 <= self.bm25_title_weight <= 100.0:  # issue 27
+            raise ConfigError("BM25_TITLE_WEIGHT must be between 0 and 100")
         if not 0.0 <= self.hybrid_vector_weight <= 1.0:
             raise ConfigError("HYBRID_VECTOR_WEIGHT must be between 0 and 1")
         if not HYBRID_POOL_MIN <= self.hybrid_pool <= 10_000:
