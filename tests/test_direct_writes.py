@@ -64,8 +64,8 @@ def test_a_raw_insert_and_a_raw_update_of_the_padded_embedding_are_searched_by_t
     assert response["id"] == article and response["similarity"] == pytest.approx(1.0, abs=2e-3)
 
     with runtime.session() as session:
-        session.execute(sa.text("UPDATE knowledge_base SET embedding = CAST(:embedding AS vector(1536)) WHERE id = :id"),
-                        {"embedding": padded(other), "id": article})
+        session.execute(sa.text("UPDATE knowledge_base SET embedding = CAST(:embedding AS vector(1536))"
+                                " WHERE id = :id"), {"embedding": padded(other), "id": article})
         assert_in_step(session)
         session.commit()
     moved = client.post("/api/search", json={"query": "Where do I download my invoices?", "limit": 1}

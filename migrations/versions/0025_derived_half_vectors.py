@@ -79,7 +79,8 @@ CARD = {"old": "setweight(to_tsvector('english'::regconfig, coalesce(title, ''))
                "setweight(bm25_text_vector(coalesce(content, '')), 'B')"}
 SECTION = {"old": "CASE WHEN kind = 'text' THEN to_tsvector('english'::regconfig, "
                   "bm25_heading_text(heading_path) || ' ' || content) END",
-           "new": "CASE WHEN kind = 'text' THEN bm25_text_vector(bm25_heading_text(heading_path) || ' ' || content) END"}
+           "new": "CASE WHEN kind = 'text' THEN bm25_text_vector(bm25_heading_text(heading_path) || ' ' || "
+                  "content) END"}
 
 
 def _text_vector_function() -> str:
