@@ -105,7 +105,7 @@ def unpruned_lexical() -> sa.TextClause:
 
 def pool_statement() -> sa.TextClause:
     """The hybrid fusion's lexical pool alone."""
-    binds = [sa.bindparam(name, type_=sa.Double) for name in ("bm25_k1", "bm25_b")]
+    binds = [sa.bindparam(name, type_=sa.Double) for name in ("bm25_k1", "bm25_b", "bm25_title_weight")]
     return sa.text(f"WITH {lexical_top_leg(':pool')}\nSELECT id FROM lexical_top").bindparams(*binds)
 
 
@@ -125,7 +125,7 @@ def run_search(session: Session, statement: sa.TextClause, query_vector: np.ndar
               "lexemes": query.terms, "terms": query.terms, "model": model, "limit": 10,
               "now": datetime.now(UTC), "window_days": 365.0, "similarity_weight": 0.8,
               "recency_weight": 0.2, "vector_weight": HYBRID.vector_weight, "rrf_k": 60.0, "source_prefix": None,
-              "candidate_ids": None, "bm25_k1": 1.2, "bm25_b": 0.75,
+              "candidate_ids": None, "bm25_k1": 1.2, "bm25_b": 0.75, "bm25_title_weight": 3.0,
               **retrieval_sql._margins(query_vector, RankingWeights(), HYBRID)}
     return [row[0] for row in session.execute(statement, params)]
 

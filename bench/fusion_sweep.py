@@ -1,8 +1,10 @@
-"""Sweep retrieval modes and fusion rules on the three dev sets through the service's own search path.
+"""Sweep retrieval modes and fusion rules on the four dev sets through the service's own search path.
 
 Run by hand:
     python bench/fusion_sweep.py --json bench/results/fusion_sweep.json
     python bench/plot_modes.py bench/results/fusion_sweep.json docs/fusion_sweep.svg
+Issue 27: covidfaq_dev joins the sets (short FAQ entries, conversational questions), and `--check` prints, for
+each hybrid variant, its worst margin over the better of its two legs across the sets (the bar: ≥ −0.005).
 Each set's corpus is loaded once into a throwaway schema (as `supportrag eval` does) and every variant is scored
 on it: vector, lexical (BM25), and hybrid with the current rule (convex, BM25 over its best match), convex over
 min-max or z-score normalised legs, and weighted RRF, at several vector weights. Vectors are cached on disk
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import replace
@@ -25,11 +28,14 @@ from service.runtime import Runtime
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from embedding_cache import DiskCachedEmbedder  # noqa: E402  (a sibling script, not a package)
+from benchlib import report  # noqa: E402  (sibling scripts, not a package)
+from embedding_cache import DiskCachedEmbedder  # noqa: E402
 
-SETS = ("stackfaq_dev", "stackfaq_long_dev", "scifact_dev")
+RESULTS = HERE / "results" / "fusion_sweep.jsonl"
+
+SETS = ("stackfaq_dev", "stackfaq_long_dev", "scifact_dev", "covidfaq_dev")
 RULES = {"convex": (0.95, 0.9, 0.7), "minmax": (0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.93),
-         "zscore": (0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95),
+         "zscore": (0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97),
          "rrf": (0.5, 0.7)}
 
 
@@ -49,6 +55,7 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=list(SETS))
     parser.add_argument("--only", nargs="+", help="variant names to score (default: all)")
     parser.add_argument("--json", type=Path, help="write {set: {variant: metrics}} here (merged with its content)")
+    parser.add_argument("--check", action="store_true", help="print each hybrid variant's margin over its legs")
     parser.add_argument("--pool", type=int, help="HYBRID_POOL for the z-score / min-max variants (default 100); "
                         "variant names get a ' pool=N' suffix")
     args = parser.parse_args()
@@ -75,6 +82,21 @@ def main() -> None:
         results.setdefault(name, {}).update(scores)
         if args.json:
             args.json.write_text(json.dumps(results, indent=2))
+        report(RESULTS, {"set": name, "scores": scores, "load_average": os.getloadavg()})
+    if args.check:
+        print_margins(results)
+
+
+def print_margins(results: dict[str, dict[str, dict[str, float]]]) -> None:
+    """Each hybrid variant's nDCG@10 less the better of vector and lexical, per set, and the worst of them."""
+    print(f"\n{'hybrid variant':28s} " + " ".join(f"{name:>18s}" for name in results) + f" {'worst':>8s}")
+    names = sorted({variant for scores in results.values() for variant in scores if variant.startswith("hybrid")})
+    for variant in names:
+        margins = [scores[variant]["ndcg@10"] - max(scores["vector"]["ndcg@10"], scores["lexical (BM25)"]["ndcg@10"])
+                   for scores in results.values() if variant in scores and "vector" in scores
+                   and "lexical (BM25)" in scores]
+        if margins:
+            print(f"{variant:28s} " + " ".join(f"{margin:18.4f}" for margin in margins) + f" {min(margins):8.4f}")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ class RetrievalSettings:
     rrf_k: float = 60.0
     bm25_k1: float = 1.2  # term-frequency saturation of the lexical leg (BM25)
     bm25_b: float = 0.75  # length normalisation of the lexical leg (0: none, 1: full)
+    bm25_title_weight: float = 3.0  # a card's title occurrence counts this many body occurrences (BM25F-style)
     granularity: str = "section"  # "section": an article scores by its best section; "article": its own vector
     statement_timeout_ms: int = 2000
     # Opt-in, vector mode only: HNSW candidates (the nearest ``approximate_candidates`` sections and cards, read
@@ -150,7 +151,8 @@ class Settings:
     recency_window_days: float = number("SEARCH_RECENCY_WINDOW_DAYS", 365.0, "age at which recency reaches 0",
                                         area=RETRIEVAL, check=lambda value: value > 0, rule="positive")
     retrieval_mode: str = text(
-        "RETRIEVAL_MODE", "hybrid", "relevance that enters the formula: cosine, BM25, or both fused",
+        "RETRIEVAL_MODE", "vector", "relevance that enters the formula: `vector` (the cosine similarity: the card's "
+        "formula), `lexical` (BM25), or `hybrid` (both fused, in the similarity's place)",
         area=RETRIEVAL, choices=("vector", "lexical", "hybrid"))
     fusion_method: str = text(
         "FUSION_METHOD", "zscore", "hybrid fusion: `zscore` / `minmax` over each leg's best `HYBRID_POOL` "
@@ -165,6 +167,9 @@ class Settings:
                             low=0.0)
     bm25_b: float = number("BM25_B", 0.75, "the lexical leg's BM25 length normalisation (0 none, 1 full)",
                            area=RETRIEVAL, low=0.0, high=1.0)
+    bm25_title_weight: float = number(
+        "BM25_TITLE_WEIGHT", 3.0, "the lexical leg's title weight: a title occurrence counts this many body "
+        "occurrences (BM25F-style)", area=RETRIEVAL, low=0.0, high=100.0)
     retrieval_granularity: str = text(
         "RETRIEVAL_GRANULARITY", "section", "`section`: an article scores by the best of its sections' vectors and "
         "its own; `article`: its own vector (title + lead) only", area=RETRIEVAL, choices=("section", "article"))

@@ -21,7 +21,8 @@ def add_knowledge_article(title: str, content: str, category: str | None = None,
 
 
 def search_articles(query: str, limit: int = 3) -> list[SearchResult]:
-    """Exact top-``limit`` articles by ``relevance×0.8 + recency×0.2×importance`` (docs/retrieval.md)."""
+    """Exact top-``limit`` articles by ``similarity×0.8 + recency×0.2×importance`` (the default vector mode; hybrid
+    puts a fused relevance in the similarity's place: docs/retrieval-quality.md)."""
     runtime = default_runtime()
     with runtime.session() as session:
         return run_search(session, runtime.embedder, query, limit=limit, weights=runtime.weights,

@@ -131,6 +131,7 @@ class Runtime:
         s = self.settings
         return RetrievalSettings(mode=s.retrieval_mode, fusion=s.fusion_method, vector_weight=s.hybrid_vector_weight,
                                  granularity=s.retrieval_granularity, bm25_k1=s.bm25_k1, bm25_b=s.bm25_b,
+                                 bm25_title_weight=s.bm25_title_weight,
                                  statement_timeout_ms=s.search_statement_timeout_ms,
                                  approximate=s.search_approximate,
                                  approximate_candidates=s.search_approximate_candidates,

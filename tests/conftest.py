@@ -9,6 +9,7 @@ import shutil
 import tempfile
 import uuid
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -154,15 +155,24 @@ def runtime(engine, settings, local_embedder) -> Iterator[Runtime]:
     connection.close()
 
 
-@pytest.fixture
-def vector_mode(runtime) -> Runtime:
-    """The runtime searching by cosine alone (the default is hybrid): for tests of what only vector mode has,
-    such as a score that is the cosine in the formula, or an exact breakdown of an article outside the top."""
-    from dataclasses import replace
-
-    runtime.settings = replace(runtime.settings, retrieval_mode="vector")
+def set_retrieval_mode(runtime: Runtime, mode: str) -> Runtime:
+    """The runtime searching in ``mode`` (RETRIEVAL_MODE) from now on."""
+    runtime.settings = replace(runtime.settings, retrieval_mode=mode)
     runtime.__dict__.pop("retrieval", None)  # a cached_property, read from the settings
     return runtime
+
+
+@pytest.fixture
+def vector_mode(runtime) -> Runtime:
+    """The runtime searching by cosine alone (the default, said explicitly): for tests of what only vector mode
+    has, such as a score that is the cosine in the formula, or an exact breakdown of an article outside the top."""
+    return set_retrieval_mode(runtime, "vector")
+
+
+@pytest.fixture
+def hybrid_mode(runtime) -> Runtime:
+    """The runtime searching in hybrid mode (RETRIEVAL_MODE=hybrid: the fused relevance enters the formula)."""
+    return set_retrieval_mode(runtime, "hybrid")
 
 
 @pytest.fixture

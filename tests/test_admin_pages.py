@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from service.web.admin.pages import importance_badge
 
 from .admin_helpers import csrf_from
+from .conftest import set_retrieval_mode
 
 
 def new_article(client, **fields) -> dict[str, Any]:
@@ -236,7 +237,8 @@ def test_preview_matches_search_and_gives_the_breakdown_of_an_article_outside_th
     assert outside["score"] == pytest.approx(next(r["score"] for r in wide if r["id"] == website["id"]), abs=1e-6)
 
 
-def test_in_hybrid_mode_the_breakdown_outside_the_top_is_the_articles_place_in_a_longer_page(client, seeded):
+def test_in_hybrid_mode_the_breakdown_outside_the_top_is_the_articles_place_in_a_longer_page(client, seeded,
+                                                                                          hybrid_mode):
     articles = {a["title"]: a for a in client.get("/api/articles").get_json()["articles"]}
     website = articles["Website not loading"]
     data = preview(client, query="I forgot my password", limit=2, article_id=website["id"])
@@ -292,3 +294,18 @@ def test_preview_names_the_matched_section_inside_and_outside_the_top(client, se
     wide = client.post("/api/search", json={"query": "my card was declined", "limit": 5}).get_json()["results"]
     same = next(r for r in wide if r["id"] == outside["id"])
     assert (outside["section"], outside["score"]) == (same["section"], pytest.approx(same["score"], abs=1e-6))
+
+
+@pytest.mark.parametrize("mode, named", [("vector", "similarity"), ("hybrid", "fused relevance"),
+                                         ("lexical", "lexical relevance")])
+def test_the_preview_page_and_its_data_state_the_formula_of_the_configured_mode(admin_client, client, seeded,
+                                                                                runtime, mode, named):
+    set_retrieval_mode(runtime, mode)
+    formula = f"score = 0.8 × {named} + 0.2 × recency × importance"
+    assert formula in page(admin_client, "/admin/preview")
+    data = preview(client, query="I forgot my password", limit=3)
+    assert data["mode"] == mode and data["formula"] == formula
+    for result in data["results"]:
+        assert result["relevance_kind"] == named
+        assert result["score"] == pytest.approx(
+            0.8 * result["relevance"] + 0.2 * result["recency"] * result["importance"], abs=1e-12)

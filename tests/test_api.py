@@ -390,11 +390,13 @@ def test_new_article_is_found_first_and_importance_moves_score_by_exactly_the_re
     assert new["score"] - old["score"] == pytest.approx(0.128, abs=1e-9)
 
 
-def test_each_search_result_has_breakdown_and_score_follows_the_formula(client, seeded):
+def test_by_default_every_result_follows_the_cards_formula_on_its_cosine_similarity(client, seeded):
     body = client.post("/api/search", json={"query": "Where is my parcel?", "limit": 5}).get_json()
     assert body["query"] == "Where is my parcel?"
     assert body["model"] == LOCAL_MODEL
     assert body["weights"] == {"similarity_weight": 0.8, "recency_weight": 0.2, "recency_window_days": 365.0}
+    assert body["mode"] == "vector"
+    assert body["formula"] == "score = 0.8 × similarity + 0.2 × recency × importance"
     results = body["results"]
     assert len(results) == 5
     for result in results:
@@ -402,11 +404,23 @@ def test_each_search_result_has_breakdown_and_score_follows_the_formula(client, 
         assert isinstance(result["snippet"], str) and result["snippet"]
         assert -1.0 <= result["similarity"] <= 1.0
         assert 0.0 <= result["recency"] <= 1.0
-        assert 0.0 <= result["relevance"] <= 1.0  # hybrid by default: the fused relevance enters the formula
+        assert result["relevance_kind"] == "similarity" and result["relevance"] == result["similarity"]
+        # The card's formula, by hand, from the fields the result shows.
         assert result["score"] == pytest.approx(
-            result["relevance"] * 0.8 + result["recency"] * 0.2 * result["importance"], abs=1e-12)
+            0.8 * result["similarity"] + 0.2 * result["recency"] * result["importance"], abs=1e-12)
     scores = [result["score"] for result in results]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_in_hybrid_mode_results_name_the_fused_relevance_that_replaces_similarity(client, seeded, hybrid_mode):
+    body = client.post("/api/search", json={"query": "Where is my parcel?", "limit": 5}).get_json()
+    assert body["mode"] == "hybrid"
+    assert body["formula"] == "score = 0.8 × fused relevance + 0.2 × recency × importance"
+    for result in body["results"]:
+        assert result["relevance_kind"] == "fused relevance" and 0.0 <= result["relevance"] <= 1.0
+        assert result["score"] == pytest.approx(
+            0.8 * result["relevance"] + 0.2 * result["recency"] * result["importance"], abs=1e-12)
+    assert any(result["relevance"] != pytest.approx(result["similarity"]) for result in body["results"])
 
 
 @pytest.mark.parametrize("question, expected_title", [

@@ -130,20 +130,23 @@ def insert_unit_article(session, title: list[str], sections: list[tuple[list[str
 
 
 def brute_force_bm25(corpus: list[tuple[int, list[str], list[tuple[list[str], str]], str]], query: list[str],
-                     k1: float, b: float) -> dict[int, float]:
-    """Okapi BM25 (Lucene idf) of every eligible article: the best of its card and text sections."""
-    units: list[tuple[int, Counter]] = []
+                     k1: float, b: float, title_weight: float = 3.0) -> dict[int, float]:
+    """Okapi BM25 (Lucene idf) of every eligible article: the best of its card and text sections, a card's title
+    occurrences counting ``title_weight`` times each (its length is its words, unweighted)."""
+    units: list[tuple[int, Counter, int]] = []  # (article, term frequencies, length)
     for article_id, title, sections, _ in corpus:
         content = [word for words, _ in sections for word in words] or ["basalt"]
-        units.append((article_id, Counter(title + content)))
-        units += [(article_id, Counter(words)) for words, kind in sections if kind == "text"]
+        card = Counter(content)
+        for word, count in Counter(title).items():
+            card[word] += title_weight * count
+        units.append((article_id, card, len(title) + len(content)))
+        units += [(article_id, Counter(words), len(words)) for words, kind in sections if kind == "text"]
     n = len(units)
-    avgdl = sum(sum(counts.values()) for _, counts in units) / n
-    df = Counter(term for _, counts in units for term in counts)
+    avgdl = sum(length for _, _, length in units) / n
+    df = Counter(term for _, counts, _ in units for term in counts)
     eligible = {article_id for article_id, _, _, model in corpus if model == MODEL}
     best: dict[int, float] = {}
-    for article_id, counts in units:
-        length = sum(counts.values())
+    for article_id, counts, length in units:
         score = sum(math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) * counts[t] * (k1 + 1)
                     / (counts[t] + k1 * (1 - b + b * length / avgdl)) for t in set(query) if counts[t])
         if score > 0 and article_id in eligible:
@@ -158,23 +161,25 @@ articles = st.lists(st.tuples(words, st.lists(st.tuples(words, st.sampled_from([
 
 
 def test_vocabulary_words_are_their_own_lexemes(session):
-    lexemes = session.execute(sa.text("SELECT ARRAY(SELECT lexeme FROM unnest(to_tsvector('english', :t)))"),
+    lexemes = session.execute(sa.text("SELECT ARRAY(SELECT lexeme FROM unnest(bm25_text_vector(:t)))"),
                               {"t": " ".join(VOCABULARY)}).scalar_one()
     assert sorted(lexemes) == sorted(VOCABULARY)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(corpus=articles, query=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=6),
-       limit=st.integers(1, 10), k1=st.sampled_from([1.2, 0.9, 2.0]), b=st.sampled_from([0.75, 0.0, 1.0]))
-def test_bm25_top_k_is_exactly_a_brute_force_bm25(session, corpus, query, limit, k1, b):
+       limit=st.integers(1, 10), k1=st.sampled_from([1.2, 0.9, 2.0]), b=st.sampled_from([0.75, 0.0, 1.0]),
+       title_weight=st.sampled_from([3.0, 1.0, 0.5]))
+def test_bm25_top_k_is_exactly_a_brute_force_bm25(session, corpus, query, limit, k1, b, title_weight):
     savepoint = session.begin_nested()
     try:
         session.execute(sa.text("DELETE FROM knowledge_base"))  # N and df are this corpus's alone
         stored = [(insert_unit_article(session, title, sections, model), title, sections, model)
                   for title, sections, model in corpus]
-        expected = brute_force_bm25(stored, query, k1, b)
+        expected = brute_force_bm25(stored, query, k1, b, title_weight)
         outcome = run_search(session, FailingEmbedder(model_name=MODEL), " ".join(query), limit=limit,
-                             retrieval=RetrievalSettings(mode="lexical", bm25_k1=k1, bm25_b=b))
+                             retrieval=RetrievalSettings(mode="lexical", bm25_k1=k1, bm25_b=b,
+                                                         bm25_title_weight=title_weight))
         ranked = sorted(expected, key=lambda article_id: (-round(expected[article_id], 9), article_id))[:limit]
         assert [result.id for result in outcome.results] == ranked
         for result in outcome.results:

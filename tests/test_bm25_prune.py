@@ -22,6 +22,7 @@ from .test_bm25 import MODEL, VOCABULARY, brute_force_bm25, insert_unit_article
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 COMMON, RARE = VOCABULARY[:3], VOCABULARY[3:9]  # most units have a common word, few a rare one
 BINDS = [sa.bindparam("bm25_k1", type_=sa.Double), sa.bindparam("bm25_b", type_=sa.Double),
+         sa.bindparam("bm25_title_weight", type_=sa.Double),
          sa.bindparam("now", type_=sa.DateTime(timezone=True)), sa.bindparam("window_days", type_=sa.Double),
          sa.bindparam("similarity_weight", type_=sa.Double), sa.bindparam("recency_weight", type_=sa.Double)]
 
@@ -48,8 +49,8 @@ def ranked(scores: dict[int, float]) -> list[int]:
 
 def leg_params(session, query: list[str], **extra) -> dict:
     built = build_bm25_query(session, " ".join(query), [])
-    return {"terms": built.terms, "tsquery": built.any_term, "bm25_k1": 1.2, "bm25_b": 0.75, "model": MODEL,
-            "source_prefix": None, "now": NOW, "window_days": 365.0, "similarity_weight": 0.8,
+    return {"terms": built.terms, "tsquery": built.any_term, "bm25_k1": 1.2, "bm25_b": 0.75,
+            "bm25_title_weight": 3.0, "model": MODEL, "source_prefix": None, "now": NOW, "window_days": 365.0, "similarity_weight": 0.8,
             "recency_weight": 0.2, **extra}
 
 

@@ -244,12 +244,12 @@ def test_eval_on_a_synthetic_set_gives_the_hand_computed_metrics(cli_env, db_eng
     assert eval_schemas(db_engine) == []
 
 
-def test_eval_without_json_prints_a_table_row_for_the_default_hybrid_mode(cli_env, tmp_path):
+def test_eval_without_json_prints_a_table_row_for_the_default_vector_mode(cli_env, tmp_path):
     paths = write_eval_set(tmp_path, SYNTHETIC_CORPUS, SYNTHETIC_QUERIES, SYNTHETIC_QRELS)
 
     lines = run("eval", *paths).stdout.splitlines()
 
     assert [line.split() for line in lines] == [
         ["mode", "ndcg@10", "recall@3", "success@3", "mrr@10", "queries"],
-        ["hybrid", f"{(1.0 + 2 / (2 + 1 / log2(3))) / 2:.4f}", "0.7500", "1.0000", "1.0000", "2"],
+        ["vector", f"{(1.0 + 2 / (2 + 1 / log2(3))) / 2:.4f}", "0.7500", "1.0000", "1.0000", "2"],
     ]

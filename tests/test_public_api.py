@@ -112,7 +112,9 @@ def test_public_api_needs_no_setup_seeds_searches_adds_and_validates_on_the_conf
     top = out["gift_search"][0]
     assert (top["id"], top["title"], top["importance"]) == (added["id"], "Gift card balance", 1.5)
     for hit in out["gift_search"]:
-        assert hit["score"] == pytest.approx(hit["relevance"] * 0.8 + hit["recency"] * 0.2 * hit["importance"])
+        # The default (vector) mode computes the card's formula on the cosine similarity.
+        assert hit["score"] == pytest.approx(0.8 * hit["similarity"] + 0.2 * hit["recency"] * hit["importance"],
+                                             abs=1e-12)
 
     assert out["errors"] == {
         "empty_title": ["title"],

@@ -8,8 +8,15 @@ is the number of positions a lexeme has in the unit's tsvector, read by marking 
 than unnesting every lexeme of every candidate.
 
     idf(t)    = ln(1 + (N − df + 0.5) / (df + 0.5))                      (Lucene's, never negative)
+    tf(t, u)  = occurrences in the unit, a card's title occurrences counting w_title times each
     score(u)  = Σ idf(t) · tf·(k1 + 1) / (tf + k1·(1 − b + b·len(u)/avgdl))   over the query's distinct terms
     article   = the best of its card and its sections
+
+The card is scored over its fields together, BM25F-style (Robertson, Zaragoza & Taylor 2004's field-weighted
+term frequency, one length normalisation): the title's evidence and the body's add up, the title's weighing
+more (``BM25_TITLE_WEIGHT``, 3 by default, tuned on the four dev sets: docs/retrieval-quality.md). Any tf still
+adds less than idf·(k1 + 1), so the pruning's ceilings hold. The vectors are ``bm25_text_vector`` (migration
+0025): Snowball English stems with only Lucene's 33 stop words removed, so question words score (by their idf).
 
 Candidates are the articles whose card matches any query term, through the card's GIN index: a section's words
 are all in its article's card, so no section can match without its article matching. ``lexical_leg`` scores them
@@ -51,13 +58,23 @@ def join_terms(terms: Sequence[str], operator: str) -> str | None:
     return f" {operator} ".join(tsquery_literal(term) for term in terms) or None
 
 
-# Stemming and stop words are PostgreSQL's 'english', as in the stored vectors: each variant's distinct lexemes,
-# rarest first (df 0: no unit has it).
+# Stemming and stop words are the stored vectors' (``bm25_text_vector``, migration 0025): each variant's distinct
+# lexemes, rarest first (df 0: no unit has it), and which of them are content words (not on Snowball's stop list,
+# so not "what", "how", "can"): those alone make the every-word test, as before the question words were scored.
 VARIANT_LEXEMES_SQL = sa.text("""
+WITH variants AS MATERIALIZED (
+    SELECT v.text, v.number FROM unnest(CAST(:variants AS text[])) WITH ORDINALITY AS v (text, number)
+),
+content AS MATERIALIZED (
+    SELECT v.number, c.lexeme FROM variants v CROSS JOIN LATERAL unnest(to_tsvector('english', v.text)) AS c
+)
 SELECT array_agg(u.lexeme ORDER BY coalesce(t.df, 0), u.lexeme) AS lexemes,
-       array_agg(coalesce(t.df, 0) ORDER BY coalesce(t.df, 0), u.lexeme) AS dfs
-FROM unnest(CAST(:variants AS text[])) WITH ORDINALITY AS v (text, number)
-CROSS JOIN LATERAL unnest(to_tsvector('english', v.text)) AS u
+       array_agg(coalesce(t.df, 0) ORDER BY coalesce(t.df, 0), u.lexeme) AS dfs,
+       coalesce(array_agg(u.lexeme ORDER BY coalesce(t.df, 0), u.lexeme) FILTER (WHERE c.lexeme IS NOT NULL),
+                ARRAY[]::text[]) AS content_lexemes
+FROM variants v
+CROSS JOIN LATERAL unnest(bm25_text_vector(v.text)) AS u
+LEFT JOIN content c ON c.number = v.number AND c.lexeme = u.lexeme
 LEFT JOIN bm25_terms t ON t.term = u.lexeme
 GROUP BY v.number
 ORDER BY v.number
@@ -85,8 +102,8 @@ def build_bm25_query(session: Session, query: str, groups: Sequence[Sequence[str
     rows = session.execute(VARIANT_LEXEMES_SQL, {"variants": variants}).all()
     lexemes, dfs = [list(row.lexemes) for row in rows], [list(row.dfs) for row in rows]
     terms = scored_terms(lexemes, dfs, max_terms)
-    return Bm25Query(terms=terms, any_term=join_terms(terms, "|"), all_terms=every_word_query(lexemes, max_terms),
-                     synonyms_used=added)
+    every_word = every_word_query([list(row.content_lexemes) for row in rows], max_terms)
+    return Bm25Query(terms=terms, any_term=join_terms(terms, "|"), all_terms=every_word, synonyms_used=added)
 
 
 # Each query term's idf and ceiling (no unit's occurrences of the term add more than idf·(k1 + 1) to its score,
@@ -104,12 +121,14 @@ BM25_QUERY = r"""bm25_query AS MATERIALIZED (
 
 def score_articles(name: str, articles: str) -> str:
     """CTEs ending in ``name`` (id, lexical_score, lexical_section_id): the exact BM25 of each article of the CTE
-    ``articles`` (id, search_vector, bm25_length) a query term matches, and the unit that gave it."""
+    ``articles`` (id, search_vector, bm25_length) a query term matches, and the unit that gave it. A card's title
+    occurrences (weight A) count ``:bm25_title_weight`` times each (read from the card's short title part)."""
     return f"""{name}_units AS (
-    SELECT a.id AS article_id, NULL::bigint AS section_id, a.search_vector AS vector, a.bm25_length AS length
+    SELECT a.id AS article_id, NULL::bigint AS section_id, a.search_vector AS vector, a.bm25_length AS length,
+           ts_filter(a.search_vector, '{{a}}') AS title
     FROM {articles} a
     UNION ALL
-    SELECT s.article_id, s.id, s.search_vector, s.bm25_length
+    SELECT s.article_id, s.id, s.search_vector, s.bm25_length, NULL::tsvector
     FROM knowledge_sections s JOIN {articles} a ON a.id = s.article_id
     WHERE s.search_vector @@ CAST(:tsquery AS tsquery)
 ),
@@ -120,7 +139,10 @@ def score_articles(name: str, articles: str) -> str:
     FROM {name}_units u
     CROSS JOIN LATERAL unnest(ts_filter(setweight(u.vector, 'C', CAST(:terms AS text[])), '{{c}}')) AS x
     JOIN bm25_query q ON q.term = x.lexeme
-    CROSS JOIN LATERAL (SELECT coalesce(array_length(x.positions, 1), 1)::double precision AS tf) AS f
+    CROSS JOIN LATERAL (SELECT coalesce(array_length(x.positions, 1), 1)::double precision
+                               + (:bm25_title_weight - 1.0) * coalesce((
+                                   SELECT coalesce(array_length(t.positions, 1), 1) FROM unnest(u.title) AS t
+                                   WHERE t.lexeme = x.lexeme), 0) AS tf) AS f
     GROUP BY u.article_id, u.section_id
 ),
 {name} AS (
@@ -134,7 +156,7 @@ def score_articles(name: str, articles: str) -> str:
 def lexical_leg(rows: str) -> str:
     """The CTE ``lexical`` (id, lexical_score, lexical_section_id): the exact BM25 of every article of the CTE
     ``rows`` (an ``id`` column) that a query term matches, no pruning (the hybrid statements' leg, or the exact
-    BM25 of a few chosen articles). Binds :terms, :tsquery, :bm25_k1, :bm25_b."""
+    BM25 of a few chosen articles). Binds :terms, :tsquery, :bm25_k1, :bm25_b, :bm25_title_weight."""
     return f"{BM25_QUERY},\n{lexical_scores(rows)}"
 
 

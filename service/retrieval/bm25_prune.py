@@ -99,7 +99,7 @@ lexical_pruned AS MATERIALIZED (
 def lexical_top_leg(pool: str = ":pool") -> str:
     """CTEs ending in ``lexical_top`` (id, lexical_score, lexical_section_id): the exact top ``pool`` eligible
     articles by BM25 alone, ties by id, as the unpruned ``lexical_leg`` would rank them (hybrid fusion's pool).
-    Binds :terms, :tsquery, :bm25_k1, :bm25_b, :model, :source_prefix and ``pool``."""
+    Binds :terms, :tsquery, :bm25_k1, :bm25_b, :bm25_title_weight, :model, :source_prefix and ``pool``."""
     return f"""{top_k_leg(pool)},
 lexical_top AS (
     SELECT id, lexical_score, lexical_section_id FROM lexical_pruned

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from service.knowledge.articles import get_article
 from service.knowledge.sections import PATH_SEPARATOR
 from service.providers.embeddings import embed_narrow
-from service.retrieval.ranking import age_in_days, final_score, recency
+from service.retrieval.ranking import RankingWeights, age_in_days, final_score, formula_text, recency, relevance_kind
 from service.retrieval.search import SearchResult, run_search
 from service.retrieval.vector_legs import CARD_FULL, QUERY
 from service.runtime import Runtime
@@ -59,7 +59,8 @@ class Preview:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"query": self.query, "mode": self.mode, "degraded": self.degraded, "limit": self.limit,
-                "weights": self.weights, "now": self.now.isoformat(),
+                "weights": self.weights, "formula": formula_text(self.mode, RankingWeights(**self.weights)),
+                "now": self.now.isoformat(),
                 "results": self.results, "article": self.article}
 
 
@@ -100,7 +101,8 @@ def _article_outside_results(session: Session, runtime: Runtime, query: str, art
     weights = runtime.weights
     recency_value = recency(age_in_days(stored.created_at, now), weights.recency_window_days)
     score = final_score(float(similarity), recency_value, stored.importance, weights)
-    return {**base, "relevance": float(similarity), "similarity": float(similarity), "recency": recency_value,
+    return {**base, "relevance": float(similarity), "relevance_kind": relevance_kind("vector"),
+            "similarity": float(similarity), "recency": recency_value,
             "score": score, "section": section, "note": "outside the top results"}
 
 

@@ -25,6 +25,23 @@ def final_score(similarity: float, recency_value: float, importance: float,
     return similarity * weights.similarity_weight + recency_value * weights.recency_weight * importance
 
 
+# What enters the formula as ``relevance`` in each mode (issue 27): vector mode is the card's formula exactly
+# (relevance is the cosine similarity); hybrid replaces the similarity by a fused relevance in [0, 1]; lexical by
+# the article's BM25 over the best BM25 of the query.
+RELEVANCE_KINDS = {"vector": "similarity", "hybrid": "fused relevance", "lexical": "lexical relevance"}
+
+
+def relevance_kind(mode: str) -> str:
+    """The name of what enters the formula in ``mode`` (``similarity`` in vector mode)."""
+    return RELEVANCE_KINDS[mode]
+
+
+def formula_text(mode: str, weights: RankingWeights = RankingWeights()) -> str:
+    """The formula a result's score follows in ``mode``, with the configured weights, for people to check."""
+    return (f"score = {weights.similarity_weight:g} × {relevance_kind(mode)} + "
+            f"{weights.recency_weight:g} × recency × importance")
+
+
 def convex_relevance(similarity: float | None, lexical_norm: float | None, vector_weight: float) -> float:
     """Normalised convex combination: ``w·cosine + (1−w)·lexical``, a missing leg counting 0."""
     return vector_weight * (similarity or 0.0) + (1.0 - vector_weight) * (lexical_norm or 0.0)

@@ -17,7 +17,7 @@ from service.knowledge.sections import PATH_SEPARATOR
 from service.providers.embeddings import Embedder, EmbeddingError, embed_narrow
 from service.retrieval.bm25 import build_bm25_query
 from service.retrieval.lexical import load_synonym_groups
-from service.retrieval.ranking import RankingWeights
+from service.retrieval.ranking import RankingWeights, relevance_kind
 from service.retrieval.snippets import content_words, make_snippet  # noqa: F401  (part of this module's API)
 from service.retrieval.sql import (
     RankedRow,
@@ -64,6 +64,9 @@ class SearchResult:
     score: float
     created_at: datetime
     relevance: float | None = None
+    # What ``relevance`` is (service.retrieval.ranking.RELEVANCE_KINDS): "similarity" in vector mode, where it is
+    # the cosine and ``score = 0.8×similarity + 0.2×recency×importance`` checks by hand; "fused relevance" in hybrid.
+    relevance_kind: str = "similarity"
     section: str | None = None  # "Title › Heading" of the matched section; None for the lead
     section_path: tuple[str, ...] = ()
     section_similarity: float | None = None
@@ -96,14 +99,14 @@ class SearchOutcome:
     exact: bool = True  # False: the opt-in approximate mode ranked HNSW candidates (service.retrieval.approximate)
 
 
-def _to_result(row: RankedRow, query: str) -> SearchResult:
-    """A ranked row as a result: the snippet comes from the matched section."""
+def _to_result(row: RankedRow, query: str, mode: str) -> SearchResult:
+    """A ranked row as a result of a ``mode`` search: the snippet comes from the matched section."""
     label = PATH_SEPARATOR.join((row.title, *row.section_path)) if row.section_path else None
     snippet = row.headline or make_snippet(row.section_text or "", query)
     return SearchResult(
         id=row.id, title=row.title, category=row.category, snippet=snippet, similarity=row.similarity,
         recency=row.recency, importance=row.importance, score=row.score, created_at=row.created_at,
-        relevance=row.relevance, section=label, section_path=row.section_path,
+        relevance=row.relevance, relevance_kind=relevance_kind(mode), section=label, section_path=row.section_path,
         section_similarity=row.section_similarity, section_id=row.section_id, section_text=row.section_text,
         explain=Explain(vector_rank=row.vector_rank, lexical_rank=row.lexical_rank, lexical_score=row.lexical_score,
                         matched_terms=row.matched_terms, headline=row.headline, relevance=row.relevance,
@@ -133,7 +136,7 @@ def run_search(session: Session, embedder: Embedder, query: str, *, limit: int =
     if mode == "vector":
         rows = rank_articles(session, vector, model=embedder.model_name, limit=limit, weights=weights,
                              retrieval=retrieval, now=now, source_prefix=source_prefix)
-        return SearchOutcome([_to_result(row, query) for row in rows], mode,
+        return SearchOutcome([_to_result(row, query, mode) for row in rows], mode,
                              exact=not is_approximate(retrieval, with_vector=True))
     return _search_with_lexical_leg(session, embedder, query, vector, limit=limit, weights=weights,
                                     retrieval=retrieval, mode=mode, degraded=degraded, now=now,
@@ -181,7 +184,7 @@ def _search_with_lexical_leg(session: Session, embedder: Embedder, query: str, v
             mode, degraded = "vector", DEGRADED_LEXICAL
     session.execute(SET_TIMEOUT_SQL, {"ms": previous_timeout})
     match = ("and" if and_matches >= limit else "or") if lexical.any_term else None
-    return SearchOutcome([_to_result(row, query) for row in rows], mode, degraded,
+    return SearchOutcome([_to_result(row, query, mode) for row in rows], mode, degraded,
                          lexical_query=lexical.any_term, lexical_match=match,
                          all_words_matches=and_matches, synonyms_used=lexical.synonyms_used)
 

@@ -125,12 +125,12 @@ def _final_select(*, lexical: bool, rank: str | None) -> str:
     section_order = "(s.id = top.section_id) DESC NULLS LAST, "
     if lexical:  # else the unit that gave the article its BM25, else the best ts_rank
         section_order += "(s.id = top.lexical_section_id) DESC NULLS LAST, "
-        section_order += "ts_rank(to_tsvector('english', s.content), CAST(:tsquery AS tsquery)) DESC, "
+        section_order += "ts_rank(bm25_text_vector(s.content), CAST(:tsquery AS tsquery)) DESC, "
     vector_rank = rank or "NULL::bigint"
     evidence = """ARRAY(SELECT u.lexeme FROM unnest(kb.search_vector) AS u
              WHERE u.lexeme = ANY(CAST(:lexemes AS text[]))) AS matched_terms,
        CASE WHEN top.lexical_rank IS NOT NULL THEN
-           ts_headline('english', coalesce(sec.content, kb.content),
+           ts_headline('supportrag_english', coalesce(sec.content, kb.content),
                        CASE WHEN kb.search_vector @@ CAST(:and_tsquery AS tsquery)
                             THEN CAST(:and_tsquery AS tsquery) ELSE CAST(:tsquery AS tsquery) END,
                        'MaxFragments=1, MinWords=12, MaxWords=30, StartSel=**, StopSel=**')
@@ -216,7 +216,7 @@ def build_statement(mode: str, *, fusion: str = "convex", granularity: str = "se
     if pooled and precision == "half":
         binds.append(sa.bindparam("pool_margin", type_=sa.Double))
     if lexical:
-        binds += [sa.bindparam("bm25_k1", type_=sa.Double), sa.bindparam("bm25_b", type_=sa.Double)]
+        binds += [sa.bindparam(name, type_=sa.Double) for name in ("bm25_k1", "bm25_b", "bm25_title_weight")]
     if mode == "hybrid":
         binds.append(sa.bindparam("vector_weight", type_=sa.Double))
     if mode == "hybrid" and fusion == "rrf":
@@ -301,6 +301,7 @@ def rank_articles(session: Session, query_vector: np.ndarray | None, *, model: s
         "similarity_weight": weights.similarity_weight, "recency_weight": weights.recency_weight,
         "vector_weight": retrieval.vector_weight, "rrf_k": retrieval.rrf_k, "source_prefix": source_prefix,
         "terms": lexemes or [], "bm25_k1": retrieval.bm25_k1, "bm25_b": retrieval.bm25_b,
+        "bm25_title_weight": retrieval.bm25_title_weight,
         "candidate_ids": candidate_ids, **(_margins(query_vector, weights, retrieval) if with_vector else {}),
     }
     rows = session.execute(statement, params).mappings()

@@ -15,6 +15,7 @@ from service.knowledge.articles import (
     list_articles,
     update_article,
 )
+from service.retrieval.ranking import formula_text
 from service.retrieval.search import run_search
 from service.web.errors import DATABASE_RETRY_AFTER_SECONDS, ApiError
 from service.web.learning import importance_cause
@@ -98,6 +99,7 @@ def search():
         "degraded": outcome.degraded,
         "exact": outcome.exact,
         "weights": vars(rt.weights),
+        "formula": formula_text(outcome.mode, rt.weights),
         "results": [result.to_dict(explain=explain) for result in outcome.results],
     }
     if explain:

@@ -141,14 +141,15 @@ SCHEMAS: dict[str, Any] = {
     }, ["query"], closed=True),
     "SearchResult": obj({
         "id": INTEGER, "title": STRING, "section": nullable(STRING), "category": nullable(STRING),
-        "snippet": STRING, "similarity": nullable(NUMBER), "relevance": nullable(NUMBER), "recency": NUMBER,
+        "snippet": STRING, "similarity": nullable(NUMBER), "relevance": nullable(NUMBER),
+        "relevance_kind": {"enum": ["similarity", "fused relevance", "lexical relevance"]}, "recency": NUMBER,
         "importance": NUMBER, "score": NUMBER, "created_at": TIMESTAMP, "explain": {"type": "object"},
     }, ["id", "title", "snippet", "score"]),
     "SearchResponse": obj({
         "query": STRING, "model": STRING, "mode": STRING, "degraded": nullable(STRING), "exact": BOOLEAN,
-        "weights": WEIGHTS, "results": {"type": "array", "items": ref("SearchResult")},
+        "weights": WEIGHTS, "formula": STRING, "results": {"type": "array", "items": ref("SearchResult")},
         "lexical_query": nullable(STRING), "synonyms_used": {"type": "array"},
-    }, ["query", "model", "mode", "degraded", "exact", "weights", "results"]),
+    }, ["query", "model", "mode", "degraded", "exact", "weights", "formula", "results"]),
     "Stats": obj({"articles": INTEGER, "embedded": INTEGER, "pending": INTEGER, "stale": INTEGER, "model": STRING,
                   "index": nullable(obj({"name": STRING, "definition": STRING}))},
                  ["articles", "embedded", "pending", "stale", "model", "index"]),

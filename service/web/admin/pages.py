@@ -21,6 +21,7 @@ from service.knowledge.articles import (
 )
 from service.knowledge.audit import importance_history
 from service.knowledge.indexing import list_sections
+from service.retrieval.ranking import formula_text, relevance_kind
 from service.tickets.queries import TicketNotFound, get_ticket, list_tickets
 from service.validation import ValidationError
 from service.web.access import log_in, log_out, log_out_everywhere
@@ -86,7 +87,9 @@ def _iso_when(value: str | None) -> str:
 def nav_context() -> dict[str, Any]:
     """What admin/base.html's navigation needs (other admin blueprints reuse it)."""
     return {"identity": g.get("identity"), "import_url": url_for("admin_import.upload"),
-            "importance_badge": importance_badge, "weights": vars(runtime().weights)}
+            "importance_badge": importance_badge, "weights": vars(runtime().weights),
+            "relevance_kind": relevance_kind(runtime().retrieval.mode),
+            "formula": formula_text(runtime().retrieval.mode, runtime().weights)}
 
 
 @admin.errorhandler(ArticleNotFound)

@@ -193,7 +193,7 @@
                    bar(r.recency * w.recency_weight * r.importance, max, "bar-boost"));
       const breakdown = document.createElement("div");
       breakdown.className = "breakdown";
-      breakdown.textContent = (data.mode === "vector" ? "similarity " : "relevance ") + fixed(r.relevance, 4) +
+      breakdown.textContent = (r.relevance_kind || "relevance") + " " + fixed(r.relevance, 4) +
         " · recency " + fixed(r.recency, 4) + " · importance " + fixed(r.importance, 1) + " · score " + fixed(r.score, 4);
       item.append(head, chart, breakdown);
       if (r.section) {
