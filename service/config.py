@@ -181,6 +181,10 @@ class Settings:
     importance_max_step: float = 0.25
     candidate_dedup_threshold: float = 0.62  # tuned on the dev set: bench/dedup_threshold.py
     candidate_also_asked_threshold: float = 0.60  # likewise
+    # Issue 26 (docs/performance-speed.md): where the exported ONNX model is cached (default <data_dir>/models),
+    # and the threads ONNX Runtime uses per process (0: one per core).
+    model_dir: Path | None = None
+    embedding_threads: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -267,6 +271,9 @@ class Settings:
             importance_max_step=_float(env, "IMPORTANCE_MAX_STEP", 0.25),
             candidate_dedup_threshold=_float(env, "CANDIDATE_DEDUP_THRESHOLD", 0.62),
             candidate_also_asked_threshold=_float(env, "CANDIDATE_ALSO_ASKED_THRESHOLD", 0.60),
+            # Issue 26: the ONNX model cache and its threads.
+            model_dir=Path(env["SUPPORTRAG_MODEL_DIR"]).expanduser() if env.get("SUPPORTRAG_MODEL_DIR") else None,
+            embedding_threads=_int(env, "EMBEDDING_THREADS", 0),
         )
         settings.validate()
         return settings
@@ -341,6 +348,13 @@ class Settings:
             raise ConfigError("CANDIDATE_DEDUP_THRESHOLD and CANDIDATE_ALSO_ASKED_THRESHOLD must be between -1 and 1")
         if not 0 <= self.port <= 65535:
             raise ConfigError("PORT must be between 0 and 65535")
+        if not 0 <= self.embedding_threads <= 256:  # issue 26
+            raise ConfigError("EMBEDDING_THREADS must be between 0 (one per core) and 256")
+
+    @property
+    def model_cache_dir(self) -> Path:
+        """Where the local model's exported ONNX graph is cached (issue 26)."""
+        return self.model_dir or self.data_dir / "models"
 
     @property
     def embedded_pgdata(self) -> Path:

@@ -6,10 +6,11 @@ import logging
 
 import click
 
-from service.cli import accounts, knowledge, learning, mail, synonyms, tickets
+from service.cli import accounts, knowledge, learning, mail, model, synonyms, tickets
 from service.cli.context import CliGroup, connect, connect_bare
 from service.db.migrate import current_revision, downgrade_database, upgrade_database
 from service.retrieval.approximate import build_approximate_index
+from service.retrieval.ticket_neighbours import build_ticket_index
 from service.web.serving import serve_forever
 
 
@@ -70,7 +71,7 @@ def seed() -> None:
 
 for command in (knowledge.add, knowledge.import_command, knowledge.search, knowledge.stats, knowledge.reembed,
                 knowledge.eval_command, tickets.ask, tickets.gaps, tickets.tickets_group, accounts.admin, accounts.token,
-                synonyms.synonyms, mail.mail, learning.candidates, learning.importance):
+                synonyms.synonyms, mail.mail, learning.candidates, learning.importance, model.model):
     main.add_command(command)
 
 
@@ -79,8 +80,12 @@ for command in (knowledge.add, knowledge.import_command, knowledge.search, knowl
 @click.option("--ef-construction", default=64, show_default=True, type=click.IntRange(4, 1000),
               help="Candidate list size while building.")
 def db_hnsw(m: int, ef_construction: int) -> None:
-    """Build the HNSW indexes the opt-in approximate mode reads (SEARCH_APPROXIMATE=1), for the active model."""
+    """Build the HNSW indexes for the active model: similar tickets' (at its width), and those the opt-in
+    approximate mode reads (SEARCH_APPROXIMATE=1)."""
     runtime = connect(seed=False)
+    with runtime.session() as session:  # the ticket index needs only the width, known before any vector exists
+        name = build_ticket_index(session, runtime.embedder.dimensions, m=m, ef_construction=ef_construction)
+    click.echo(f"built {name} on solved ticket vectors")
     with runtime.session() as session:
         built = build_approximate_index(session, runtime.embedder.model_name, m=m, ef_construction=ef_construction)
     if built is None:
