@@ -115,7 +115,7 @@ def find_similar_tickets(session: Session, vector: np.ndarray, *, model: str, li
     params = {"query": query / norm, "model": model, "limit": int(limit),
               "exclude": -1 if exclude_ticket_id is None else int(exclude_ticket_id)}
     indexed = indexed_rows(session, width)
-    if indexed is None or indexed < exact_below:
+    if indexed is None or (exact_below > 0 and indexed < exact_below):  # no index, or a table the scan serves
         rows = session.execute(exact_statement(width), params)
     else:
         session.execute(SETTINGS_SQL, {"iterative_scan": ITERATIVE_SCAN, "ef_search": str(int(ef_search))})
