@@ -2,19 +2,48 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 
 import click
 
-from service.cli import accounts, knowledge, learning, mail, model, synonyms, tickets
 from service.cli.context import CliGroup, connect, connect_bare
 from service.db.migrate import current_revision, downgrade_database, upgrade_database
 from service.retrieval.approximate import build_approximate_index
 from service.retrieval.ticket_neighbours import build_ticket_index
-from service.web.serving import serve_forever
+
+# Command families, imported only when their command runs (or for --help): a search should not pay for the web
+# app, mail, accounts and tickets modules it never calls (issue 26: `supportrag search` within 1.5 s).
+LAZY_COMMANDS = {
+    "add": "service.cli.knowledge:add", "import": "service.cli.knowledge:import_command",
+    "search": "service.cli.knowledge:search", "stats": "service.cli.knowledge:stats",
+    "reembed": "service.cli.knowledge:reembed", "eval": "service.cli.knowledge:eval_command",
+    "ask": "service.cli.tickets:ask", "gaps": "service.cli.tickets:gaps", "tickets": "service.cli.tickets:tickets_group",
+    "admin": "service.cli.accounts:admin", "token": "service.cli.accounts:token",
+    "synonyms": "service.cli.synonyms:synonyms", "mail": "service.cli.mail:mail",
+    "candidates": "service.cli.learning:candidates", "importance": "service.cli.learning:importance",
+    "model": "service.cli.model:model",
+}
 
 
-@click.group(cls=CliGroup)
+class LazyGroup(CliGroup):
+    """The top-level group: the commands in ``LAZY_COMMANDS`` are imported by name on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command name, eager and lazy, sorted."""
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        """The eager command, else the lazy one imported now."""
+        if name in self.commands or name not in LAZY_COMMANDS:
+            return super().get_command(ctx, name)
+        module, _, attribute = LAZY_COMMANDS[name].partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        self.add_command(command, name)
+        return command
+
+
+@click.group(cls=LazyGroup)
 @click.option("-v", "--verbose", is_flag=True, help="Log progress details.")
 def main(verbose: bool) -> None:
     """Support-ticket answering service on PostgreSQL + pgvector."""
@@ -30,6 +59,8 @@ def main(verbose: bool) -> None:
 @click.option("--threads", type=int, help="Threads per worker (default: 4; the database pool matches).")
 def serve(host: str | None, port: int | None, dev: bool, workers: int | None, threads: int | None) -> None:
     """Start the database if embedded, migrate, seed on first run, and serve HTTP."""
+    from service.web.serving import serve_forever  # here: flask and gunicorn only for this command (LAZY_COMMANDS)
+
     serve_forever(host=host, port=port, dev=dev, workers=workers, threads=threads)
 
 
@@ -68,11 +99,6 @@ def seed() -> None:
     inserted = connect(seed=False).seed()
     click.echo(f"inserted {inserted} articles" if inserted else "already seeded; nothing inserted")
 
-
-for command in (knowledge.add, knowledge.import_command, knowledge.search, knowledge.stats, knowledge.reembed,
-                knowledge.eval_command, tickets.ask, tickets.gaps, tickets.tickets_group, accounts.admin, accounts.token,
-                synonyms.synonyms, mail.mail, learning.candidates, learning.importance, model.model):
-    main.add_command(command)
 
 
 @db.command("hnsw")
