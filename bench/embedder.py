@@ -76,20 +76,69 @@ def run_child(backend: str, count: int, repeat: int, folder: Path) -> tuple[dict
     return json.loads(out.read_text()), np.load(out.with_suffix(".npy"))
 
 
+HOLD_SERVER = """
+import sys
+from service.config import Settings
+from service.db.embedded import start_embedded_server
+start_embedded_server(Settings.from_env().embedded_pgdata)
+print("up", flush=True)
+sys.stdin.read()  # until the bench closes it; exiting normally detaches (and stops the server if last)
+"""
+
+
 def time_cli(runs: int) -> dict:
     """Wall time and peak RSS of ``supportrag search`` (a fresh process each time)."""
     command = [str(Path(sys.executable).with_name("supportrag")), "search", "I forgot my password", "--limit", "1"]
-    subprocess.run(command, check=True, capture_output=True)  # start the embedded server, warm the page cache
+    # The embedded server stays up while a process is attached (as under `supportrag serve`): hold it.
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    holder.stdout.readline()
     walls, peaks = [], []
-    for _ in range(runs):
-        started = time.perf_counter()
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-        _, status, usage = os.wait4(process.pid, 0)
-        walls.append(time.perf_counter() - started)
-        peaks.append(usage.ru_maxrss / 1024)
-        assert os.waitstatus_to_exitcode(status) == 0
+    try:
+        subprocess.run(command, check=True, capture_output=True)  # migrate, seed, warm the page cache
+        for _ in range(runs):
+            started = time.perf_counter()
+            process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+            _, status, usage = os.wait4(process.pid, 0)
+            walls.append(time.perf_counter() - started)
+            peaks.append(usage.ru_maxrss / 1024)
+            assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
     return {"cli_search_wall_s_median": round(float(np.median(walls)), 2), "cli_search_wall_s_min": round(min(walls), 2),
             "cli_search_peak_rss_mb": round(max(peaks)), "cli_runs": runs}
+
+
+def measure_serve(port: int, requests: int) -> dict:
+    """RSS of ``supportrag serve`` (gunicorn, one worker) after ``requests`` searches over HTTP."""
+    import json as _json
+    import urllib.request
+
+    import psutil
+
+    command = [str(Path(sys.executable).with_name("supportrag")), "serve", "--port", str(port), "--workers", "1"]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        body = _json.dumps({"query": "I forgot my password", "limit": 3}).encode()
+        for attempt in range(600):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5).read()
+                break
+            except OSError:
+                time.sleep(0.5)
+        for i in range(requests):
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/api/search", data=body,
+                                             headers={"Content-Type": "application/json"})
+            urllib.request.urlopen(request, timeout=60).read()
+        master = psutil.Process(server.pid)
+        workers = master.children()
+        return {"serve_master_rss_mb": round(master.memory_info().rss / 2**20),
+                "serve_worker_rss_mb": [round(w.memory_info().rss / 2**20) for w in workers],
+                "serve_requests": requests}
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
 
 
 def main() -> None:
@@ -97,6 +146,7 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--cli", type=int, default=0, help="time this many CLI searches")
+    parser.add_argument("--serve", type=int, default=0, metavar="PORT", help="measure a serve worker on PORT")
     parser.add_argument("--child", choices=("torch", "onnx"))
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -114,6 +164,8 @@ def main() -> None:
                        "mean_cosine": round(float(cosines.mean()), 6), "min_cosine": round(float(cosines.min()), 6)})
     if args.cli:
         result.update(time_cli(args.cli))
+    if args.serve:
+        result.update(measure_serve(args.serve, 20))
     result.update({"load_average_end": [round(x, 2) for x in os.getloadavg()],
                    "machine": f"{platform.machine()}, {os.cpu_count()} cores",
                    "date": datetime.now(timezone.utc).isoformat(timespec="minutes")})

@@ -16,6 +16,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # One math thread per test worker (set before torch loads): two workers on two cores, no oversubscription.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
+    os.environ.setdefault("EMBEDDING_THREADS", "1")  # ONNX Runtime's pool ignores OMP_NUM_THREADS
 
 # One exported ONNX model for every test session (and its CLI subprocesses), under the ignored artifacts/: the
 # tests' own data folders are temporary, and exporting again would cost each session its torch export.

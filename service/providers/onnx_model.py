@@ -163,6 +163,10 @@ class OnnxMiniLM:
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads  # 0: ONNX Runtime's default, one per physical core
         options.inter_op_num_threads = 1
+        # Idle pool threads sleep instead of spinning: on a busy 2-core machine (workers, PostgreSQL, other
+        # processes) spinning burns the cores the other thread needs; 100 real texts took 47 s without, 65 s with
+        # at a load of 18 (docs/performance-speed.md).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = onnxruntime.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
         self.max_seq_length = window_tokens(source)
         self.dimensions = int(self.session.get_outputs()[0].shape[1])
