@@ -17,6 +17,8 @@ from service.config import Settings
 from service.providers.onnx_model import MANIFEST_FILE, MODEL_FILE, model_folder, verified_model
 from service.providers.torch_reference import TorchReferenceEmbedder
 
+from .helpers import run_cli
+
 EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 
 
@@ -85,3 +87,10 @@ def test_a_cli_search_embeds_without_loading_torch(pg_url, engine):
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "LOADED"
+
+
+def test_model_export_reports_a_verified_cached_graph_without_exporting_again():
+    before = (model_folder(Settings.from_env().model_cache_dir) / MODEL_FILE).stat().st_mtime_ns
+    result = run_cli("model", "export")
+    assert result.output.startswith("already exported and verified: ")
+    assert (model_folder(Settings.from_env().model_cache_dir) / MODEL_FILE).stat().st_mtime_ns == before
