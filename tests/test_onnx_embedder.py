@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,18 +16,19 @@ from service.config import Settings
 from service.providers.onnx_model import MANIFEST_FILE, MODEL_FILE, model_folder, verified_model
 from service.providers.torch_reference import TorchReferenceEmbedder
 
+from .conftest import shared_eval_set
 from .helpers import run_cli
 
-EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 
 
 def real_sample() -> list[str]:
     """A fixed sample of the shared eval sets: FAQ entries, long abstracts (past the window) and user queries."""
     texts = []
     for name, documents, queries in (("stackfaq_dev", 4, 4), ("scifact_dev", 3, 2), ("covidfaq_dev", 4, 4)):
-        lines = (EVAL / name / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:documents]
+        folder = shared_eval_set(name)
+        lines = (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:documents]
         texts += [f"{d['title']}\n\n{d['text']}" for d in map(json.loads, lines)]
-        lines = (EVAL / name / "queries.jsonl").read_text(encoding="utf-8").splitlines()[:queries]
+        lines = (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines()[:queries]
         texts += [json.loads(line)["text"] for line in lines]
     return texts
 
