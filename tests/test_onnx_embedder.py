@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from service.config import Settings
-from service.providers.onnx_model import MANIFEST_FILE, MODEL_FILE, model_folder, verified_model
+from service.providers.onnx_model import DATA_FILE, MANIFEST_FILE, MODEL_FILE, model_folder, verified_model
 from service.providers.torch_reference import TorchReferenceEmbedder
 
 from .conftest import shared_eval_set
@@ -60,7 +60,7 @@ def test_a_cached_graph_whose_bytes_changed_is_refused(tmp_path):
     assert verified_model(cache) is not None  # the session's embedder exported or verified it
     copy = model_folder(tmp_path)
     copy.mkdir(parents=True)
-    for name in (MODEL_FILE, MANIFEST_FILE):
+    for name in (MODEL_FILE, DATA_FILE, MANIFEST_FILE):
         shutil.copyfile(model_folder(cache) / name, copy / name)
     assert verified_model(tmp_path) == copy / MODEL_FILE
     with (copy / MODEL_FILE).open("r+b") as graph:
