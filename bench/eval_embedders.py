@@ -28,14 +28,14 @@ MODES = ("vector", "lexical", "hybrid")
 CLI = "import sys; from service.cli.main import main; sys.argv[0] = 'supportrag'; main()"
 
 
-def run_tree(label: str, tree: Path) -> dict:
+def run_tree(label: str, tree: Path, sets: tuple[str, ...] = SETS) -> dict:
     data_dir = ROOT / "artifacts" / "bench-eval" / label
     shutil.rmtree(data_dir, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": str(tree.resolve()), "SUPPORTRAG_DATA_DIR": str(data_dir),
            "SUPPORTRAG_AUTO_SEED": "0", "SUPPORTRAG_MODEL_DIR": str(ROOT / "artifacts" / "models")}
     env.pop("DATABASE_URL", None)
     scores = {}
-    for name in SETS:
+    for name in sets:
         folder = EVAL / name
         modes = [arg for mode in MODES for arg in ("--mode", mode)]
         done = subprocess.run([sys.executable, "-c", CLI, "eval", str(folder / "corpus.jsonl"),
@@ -51,14 +51,15 @@ def run_tree(label: str, tree: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tree", action="append", default=[], help="LABEL=PATH (repeatable)")
+    parser.add_argument("--set", dest="sets", action="append", choices=SETS, help="only these sets (repeatable)")
     args = parser.parse_args()
     result: dict = {"load_average_start": [round(x, 2) for x in os.getloadavg()]}
     runs = {}
     for spec in args.tree:
         label, _, path = spec.partition("=")
-        runs[label] = run_tree(label, Path(path))
+        runs[label] = run_tree(label, Path(path), tuple(args.sets or SETS))
     result["ndcg@10"] = runs
-    if {"old", "new"} <= set(runs):
+    if {"old", "new"} <= set(runs):  # (labels: "old" and "new"; a run per tree may use its own label)
         result["new_minus_old"] = {key: round(runs["new"][key] - runs["old"][key], 4) for key in runs["old"]}
         result["max_abs_difference"] = max(abs(v) for v in result["new_minus_old"].values())
     result.update({"load_average_end": [round(x, 2) for x in os.getloadavg()],
