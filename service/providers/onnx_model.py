@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import shutil
 import sys
@@ -27,7 +26,6 @@ from tokenizers import Tokenizer
 
 from service.config import LOCAL_MODEL_NAME
 
-log = logging.getLogger(__name__)
 
 MODEL_FILE, DATA_FILE, MANIFEST_FILE = "model.onnx", "model.onnx.data", "model.json"
 OPSET = 17
