@@ -26,7 +26,6 @@ from tokenizers import Tokenizer
 
 from service.config import LOCAL_MODEL_NAME
 
-
 MODEL_FILE, DATA_FILE, MANIFEST_FILE = "model.onnx", "model.onnx.data", "model.json"
 OPSET = 17
 # Word pieces per ONNX Runtime call (a batch is cut when its padded size would pass this). Attention buffers grow
