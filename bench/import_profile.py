@@ -27,7 +27,7 @@ from service.knowledge.indexing import EmbeddedBatch, IndexInput, embed_batch, w
 from service.providers.embeddings import LocalEmbedder
 
 BM25_TRIGGERS = [f"{table}_bm25_{event}" for table in ("knowledge_base", "knowledge_sections")
-                 for event in ("insert", "update", "delete")]
+                 for event in ("insert", "update", "delete", "truncate")]
 
 
 def _batches(path: Path) -> list[list[dict]]:
@@ -63,6 +63,7 @@ def profile(articles: Path) -> dict:
     reference = TorchReferenceEmbedder()
     reference.embed(["warm up"])
     result["embed_torch_s"] = round(_embed_all(reference, batches)[0], 1)
+    print(result, flush=True)
     del reference
     onnx = LocalEmbedder()
     onnx.embed(["warm up"])
@@ -70,6 +71,7 @@ def profile(articles: Path) -> dict:
     result["embed_onnx_s"] = round(seconds, 1)
     with throwaway_schema(resolve_database_url(Settings.from_env()), "bench_import") as engine:
         result["write_s"] = round(_write_all(engine, batches, embedded), 1)
+        print(result, flush=True)
         with engine.begin() as conn:
             for name in BM25_TRIGGERS:
                 table = name.rsplit("_bm25_", 1)[0]
