@@ -138,6 +138,13 @@ class Settings:
         "EMBEDDING_MAX_TOKENS", 8191, "input window of an OpenAI-compatible model (tokens, estimated at 3 "
         "characters each); longer sections are embedded as overlapping windows. The local MiniLM reports its own",
         area=EMBEDDING, low=32)
+    model_dir: Path | None = text(
+        "SUPPORTRAG_MODEL_DIR", None, "where the local model's exported ONNX graph is cached (`supportrag model "
+        "export` writes it ahead of time)", area=EMBEDDING, parse=lambda _name, raw: Path(raw).expanduser(),
+        default_text="`<SUPPORTRAG_DATA_DIR>/models`")
+    embedding_threads: int = integer(
+        "EMBEDDING_THREADS", 0, "ONNX Runtime threads per process for the local model (`0`: one per core; `serve` "
+        "sets 1 per worker)", area=EMBEDDING, low=0, high=256)
     query_cache_size: int = integer(
         "QUERY_CACHE_SIZE", 1024, "query embeddings remembered per process (repeated ticket subjects); `0` turns "
         "the cache off", area=EMBEDDING, low=0)
@@ -367,6 +374,11 @@ class Settings:
             raise ConfigError("REPLY_ATTACHMENT_MAX_BYTES must be at most REPLY_ATTACHMENTS_MAX_BYTES")
         if self.inbound_attachment_max_bytes > self.inbound_message_attachments_max_bytes:
             raise ConfigError("INBOUND_ATTACHMENT_MAX_BYTES must be at most INBOUND_MESSAGE_ATTACHMENTS_MAX_BYTES")
+
+    @property
+    def model_cache_dir(self) -> Path:
+        """Where the local model's exported ONNX graph is cached."""
+        return self.model_dir or self.data_dir / "models"
 
     @property
     def embedded_pgdata(self) -> Path:

@@ -17,6 +17,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # One math thread per test worker (set before torch loads): two workers on two cores, no oversubscription.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
+    os.environ.setdefault("EMBEDDING_THREADS", "1")  # ONNX Runtime's pool ignores OMP_NUM_THREADS
+
+# One exported ONNX model for every test session (and its CLI subprocesses), under the ignored artifacts/: the
+# tests' own data folders are temporary, and exporting again would cost each session its torch export.
+os.environ.setdefault("SUPPORTRAG_MODEL_DIR", str(Path(__file__).resolve().parent.parent / "artifacts" / "models"))
 
 import psycopg
 import pytest
@@ -120,7 +125,7 @@ def frozen_startup_heap() -> None:
     """Load the model once, then move every object alive into gc's permanent generation: the full collections
     that the leak checks run after each console command (helpers.run_cli) then skip torch's millions of objects
     (about 0.3 s a collection otherwise, tens of seconds over the suite)."""
-    LocalEmbedder._load()
+    LocalEmbedder()._load()
     gc.freeze()
 
 
@@ -139,7 +144,7 @@ def local_embedder(real_local_embedder) -> MemoEmbedder:
 @pytest.fixture
 def settings(tmp_path) -> Settings:
     """Default settings with no external services."""
-    return Settings(data_dir=tmp_path, auto_seed=False)
+    return Settings(data_dir=tmp_path, auto_seed=False, model_dir=Path(os.environ["SUPPORTRAG_MODEL_DIR"]))
 
 
 @pytest.fixture

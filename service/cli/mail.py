@@ -12,6 +12,7 @@ import click
 from sqlalchemy.exc import SQLAlchemyError
 
 from service.cli.context import connect
+from service.cli.mail_fetch import fetch
 from service.config import ConfigError, Settings
 from service.intake.receive import receive_email
 from service.mail.outbox import NotFailed, OutboxNotFound, failed_mail, outbox_counts, retry_failed_mail
@@ -98,3 +99,6 @@ def retry(outbox_id: int) -> None:
     except (OutboxNotFound, NotFailed) as exc:
         raise click.ClickException(str(exc) if isinstance(exc, NotFailed) else f"no e-mail {outbox_id}") from None
     click.echo(f"e-mail {outbox_id} queued again")
+
+
+mail.add_command(fetch)  # IMAP intake (`mail fetch`), in its own module

@@ -2,18 +2,48 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 
 import click
 
-from service.cli import accounts, knowledge, learning, mail, mail_fetch, settings, synonyms, tickets
 from service.cli.context import CliGroup, connect, connect_bare
 from service.db.migrate import current_revision, downgrade_database, upgrade_database
 from service.retrieval.approximate import build_approximate_index
-from service.web.serving import serve_forever
+from service.retrieval.ticket_neighbours import build_ticket_index
+
+# Command families, imported only when their command runs (or for --help): a search should not pay for the web
+# app, mail, accounts and tickets modules it never calls (issue 26: `supportrag search` within 1.5 s).
+LAZY_COMMANDS = {
+    "add": "service.cli.knowledge:add", "import": "service.cli.knowledge:import_command",
+    "search": "service.cli.knowledge:search", "stats": "service.cli.knowledge:stats",
+    "reembed": "service.cli.knowledge:reembed", "eval": "service.cli.knowledge:eval_command",
+    "ask": "service.cli.tickets:ask", "gaps": "service.cli.tickets:gaps", "tickets": "service.cli.tickets:tickets_group",
+    "admin": "service.cli.accounts:admin", "token": "service.cli.accounts:token",
+    "synonyms": "service.cli.synonyms:synonyms", "mail": "service.cli.mail:mail",
+    "candidates": "service.cli.learning:candidates", "importance": "service.cli.learning:importance",
+    "model": "service.cli.model:model", "config": "service.cli.settings:config_command",
+}
 
 
-@click.group(cls=CliGroup)
+class LazyGroup(CliGroup):
+    """The top-level group: the commands in ``LAZY_COMMANDS`` are imported by name on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command name, eager and lazy, sorted."""
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        """The eager command, else the lazy one imported now."""
+        if name in self.commands or name not in LAZY_COMMANDS:
+            return super().get_command(ctx, name)
+        module, _, attribute = LAZY_COMMANDS[name].partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        self.add_command(command, name)
+        return command
+
+
+@click.group(cls=LazyGroup)
 @click.option("-v", "--verbose", is_flag=True, help="Log progress details.")
 def main(verbose: bool) -> None:
     """Support-ticket answering service on PostgreSQL + pgvector."""
@@ -29,6 +59,8 @@ def main(verbose: bool) -> None:
 @click.option("--threads", type=int, help="Threads per worker (default: 4; the database pool matches).")
 def serve(host: str | None, port: int | None, dev: bool, workers: int | None, threads: int | None) -> None:
     """Start the database if embedded, migrate, seed on first run, and serve HTTP."""
+    from service.web.serving import serve_forever  # here: flask and gunicorn only for this command (LAZY_COMMANDS)
+
     serve_forever(host=host, port=port, dev=dev, workers=workers, threads=threads)
 
 
@@ -68,20 +100,18 @@ def seed() -> None:
     click.echo(f"inserted {inserted} articles" if inserted else "already seeded; nothing inserted")
 
 
-for command in (knowledge.add, knowledge.import_command, knowledge.search, knowledge.stats, knowledge.reembed,
-                knowledge.eval_command, tickets.ask, tickets.gaps, tickets.tickets_group, accounts.admin, accounts.token,
-                synonyms.synonyms, mail.mail, learning.candidates, learning.importance, settings.config_command):
-    main.add_command(command)
-mail.mail.add_command(mail_fetch.fetch)  # IMAP intake (issue 24 item 9), in its own module
-
 
 @db.command("hnsw")
 @click.option("--m", default=16, show_default=True, type=click.IntRange(2, 100), help="HNSW links per node.")
 @click.option("--ef-construction", default=64, show_default=True, type=click.IntRange(4, 1000),
               help="Candidate list size while building.")
 def db_hnsw(m: int, ef_construction: int) -> None:
-    """Build the HNSW indexes the opt-in approximate mode reads (SEARCH_APPROXIMATE=1), for the active model."""
+    """Build the HNSW indexes for the active model: similar tickets' (at its width), and those the opt-in
+    approximate mode reads (SEARCH_APPROXIMATE=1)."""
     runtime = connect(seed=False)
+    with runtime.session() as session:  # the ticket index needs only the width, known before any vector exists
+        name = build_ticket_index(session, runtime.embedder.dimensions, m=m, ef_construction=ef_construction)
+    click.echo(f"built {name} on solved ticket vectors")
     with runtime.session() as session:
         built = build_approximate_index(session, runtime.embedder.model_name, m=m, ef_construction=ef_construction)
     if built is None:

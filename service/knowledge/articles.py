@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from contextlib import closing
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Callable
@@ -12,7 +13,8 @@ from sqlalchemy.orm import Session
 
 from service.db.models import Article, ArticleSection
 from service.knowledge.audit import ImportanceCause, record_importance_change
-from service.knowledge.indexing import IndexInput, index_articles
+from service.knowledge.indexing import IndexInput, index_articles, write_batch
+from service.knowledge.pipeline import embed_ahead
 from service.providers.embeddings import Embedder, EmbeddingError
 from service.validation import clean_article_fields
 
@@ -261,22 +263,26 @@ def bulk_add_articles(session: Session, embedder: Embedder, items: list[dict[str
                       sources: list[ArticleSource] | None = None) -> list[int]:
     """Validate, embed in batches and insert many articles; returns their ids in input order.
 
-    A provider failure stores the batch as pending rather than losing it. ``sources``, if
-    given, has one entry per item (imported files).
+    The next batches are embedded while this one is written (service.knowledge.pipeline). A provider failure
+    stores the batch as pending rather than losing it. ``sources``, if given, has one entry per item.
     """
     if sources is not None and len(sources) != len(items):
         raise ValueError(f"{len(sources)} sources for {len(items)} articles")
-    ids: list[int] = []
-    for start in range(0, len(items), batch_size):
+    batches = []
+    for start in range(0, len(items), batch_size):  # everything validated before anything is embedded
         batch = [clean_article_fields(item) for item in items[start:start + batch_size]]
         if sources is not None:
             batch = [{**fields, "source_path": source.path, "source_sha256": source.sha256}
                      for fields, source in zip(batch, sources[start:start + batch_size])]
-        new_ids = list(session.scalars(
-            sa.insert(Article).returning(Article.id, sort_by_parameter_order=True), batch
-        ))
-        index_articles(session, embedder, [IndexInput(i, a["title"], a["content"]) for i, a in zip(new_ids, batch)])
-        ids.extend(new_ids)
-        if on_progress:
-            on_progress(len(batch))
+        batches.append(batch)
+    inputs = [[IndexInput(0, a["title"], a["content"]) for a in batch] for batch in batches]
+    ids: list[int] = []
+    with closing(embed_ahead(embedder, inputs)) as embedded_batches:
+        for batch, embedded in zip(batches, embedded_batches):
+            new_ids = list(session.scalars(
+                sa.insert(Article).returning(Article.id, sort_by_parameter_order=True), batch))
+            write_batch(session, embedded, new_ids)
+            ids.extend(new_ids)
+            if on_progress:
+                on_progress(len(batch))
     return ids

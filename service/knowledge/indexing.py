@@ -6,7 +6,7 @@ Every path that embeds (add, update, import, seed, reembed, evaluation) comes th
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -116,18 +116,34 @@ def _section_rows(plan: _Planned, known: dict[str, np.ndarray], model: str) -> l
     return rows
 
 
-def index_articles(session: Session, embedder: Embedder, articles: Sequence[IndexInput]) -> str | None:
-    """(Re)build the sections and vectors of stored articles; returns the provider's error, if any.
+@dataclass(frozen=True)
+class EmbeddedBatch:
+    """Articles split and embedded, not yet stored: ``known`` maps text hashes to vectors."""
 
-    Unchanged texts keep their stored vectors; the rest are embedded in one provider call. If the
-    provider fails, what could not be embedded is stored without a vector (pending), nothing is lost.
-    """
-    if not articles:
-        return None
-    model = embedder.model_name
+    model: str
+    plans: list[_Planned]
+    known: dict[str, np.ndarray]
+    error: str | None
+
+
+def embed_batch(embedder: Embedder, articles: Sequence[IndexInput],
+                known: dict[str, np.ndarray] | None = None) -> EmbeddedBatch:
+    """Split the articles and embed the texts ``known`` lacks, in one provider call. No database: an import runs
+    this for the next batch in another thread while the current one is written."""
     plans = [_plan(embedder, article) for article in articles]
-    known = _stored_vectors(session, [a.id for a in articles], model)
+    known = dict(known or {})
     error = _embed_missing(embedder, [t for p in plans for t in (p.card_text, *p.section_texts)], known)
+    return EmbeddedBatch(embedder.model_name, plans, known, error)
+
+
+def write_batch(session: Session, batch: EmbeddedBatch, ids: Sequence[int] | None = None) -> str | None:
+    """Replace the articles' sections and cards with the batch's; ``ids`` (in plan order) if planned before the
+    articles had one. Returns the provider's error, if any (what it could not embed is stored pending)."""
+    plans = batch.plans if ids is None else [
+        replace(plan, article=replace(plan.article, id=article_id)) for plan, article_id in zip(batch.plans, ids)]
+    if not plans:
+        return batch.error
+    known, model = batch.known, batch.model
     ids = [plan.article.id for plan in plans]
     session.execute(sa.delete(ArticleSection).where(ArticleSection.article_id.in_(ids)))
     section_rows = [row for plan in plans for row in _section_rows(plan, known, model)]
@@ -140,7 +156,19 @@ def index_articles(session: Session, embedder: Embedder, articles: Sequence[Inde
     copy_sections(session, section_rows)
     session.execute(UPDATE_CARD_SQL, cards)
     _expire_cards(session, set(ids))
-    return error
+    return batch.error
+
+
+def index_articles(session: Session, embedder: Embedder, articles: Sequence[IndexInput]) -> str | None:
+    """(Re)build the sections and vectors of stored articles; returns the provider's error, if any.
+
+    Unchanged texts keep their stored vectors; the rest are embedded in one provider call. If the
+    provider fails, what could not be embedded is stored without a vector (pending), nothing is lost.
+    """
+    if not articles:
+        return None
+    known = _stored_vectors(session, [a.id for a in articles], embedder.model_name)
+    return write_batch(session, embed_batch(embedder, articles, known))
 
 
 def copy_sections(session: Session, rows: Sequence[dict[str, Any]]) -> None:

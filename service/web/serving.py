@@ -53,7 +53,8 @@ def _explain_admin_setup(runtime: Runtime) -> None:
 
 THREADS_PER_WORKER = 4  # requests overlap their database waits; the embedder runs one at a time per thread
 # One BLAS/OpenMP thread per worker: N workers × N torch threads on N cores would thrash.
-SINGLE_THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+# EMBEDDING_THREADS: ONNX Runtime's own pool (it ignores OMP_NUM_THREADS); one per worker, as for BLAS.
+SINGLE_THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "EMBEDDING_THREADS")
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ RECOVERY_INTERVAL_SECONDS = 60  # how often each worker looks for tickets a dead
 
 
 def load_app():
-    """The app for one worker, with the local model loaded now: the first request must not wait 4–5 s for it."""
+    """The app for one worker, with the local model loaded now: the first request must not wait for it."""
     app = create_app()
     runtime = app.extensions["supportrag"]
     if runtime.settings.embedding_provider == "local":

@@ -23,3 +23,10 @@ ticket_vectors = sa.Table(
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
     sa.Index("ticket_vectors_solved", "solved_at", postgresql_where=sa.text("solved_at IS NOT NULL")),
 )
+
+# Migration 0026: similar solved tickets at the default model's width (service.retrieval.ticket_neighbours, which
+# also builds other widths' from ``supportrag db hnsw``).
+sa.Index("ticket_vectors_hnsw_384", sa.cast(ticket_vectors.c.embedding, HALFVEC(384)).label("embedding_384"),
+         postgresql_using="hnsw", postgresql_with={"m": 16, "ef_construction": 64},
+         postgresql_ops={"embedding_384": "halfvec_cosine_ops"},
+         postgresql_where=sa.text("solved_at IS NOT NULL AND vector_dims(embedding) = 384"))

