@@ -49,15 +49,26 @@ def dedupe_key(message_id: str | None, sha256: str) -> str:
     return message_id or f"sha256:{sha256}"
 
 
+def _storable(text: str | None) -> str | None:
+    """Header text as a PostgreSQL text column takes it: a NUL (which it refuses) becomes U+FFFD."""
+    return None if text is None else text.replace("\x00", "\ufffd")
+
+
+def inbound_key(raw: bytes) -> str:
+    """The key a stored copy of ``raw`` is found by (its Message-ID, else its content hash)."""
+    return dedupe_key(_storable(message_id_of(read_headers(raw))), hashlib.sha256(raw).hexdigest())
+
+
 def store_inbound(session: Session, raw: bytes, *, raw_max_bytes: int) -> Stored:
     """Store ``raw`` once (in the caller's transaction); a copy already stored comes back with ``new`` False."""
     digest = hashlib.sha256(raw).hexdigest()
     headers = read_headers(raw)
-    message_id = message_id_of(headers)
+    message_id = _storable(message_id_of(headers))
     values = dict(dedupe_key=dedupe_key(message_id, digest), message_id=message_id, sha256=digest, size=len(raw),
                   raw=raw[:raw_max_bytes], raw_truncated=len(raw) > raw_max_bytes,
-                  sender=(addresses(headers, "From") or [None])[0], subject=header_text(headers, "Subject")[:300],
-                  cc=addresses(headers, "Cc")[:50])
+                  sender=_storable((addresses(headers, "From") or [None])[0]),
+                  subject=_storable(header_text(headers, "Subject")[:300]),
+                  cc=[_storable(address) for address in addresses(headers, "Cc")[:50]])
     new_id = session.scalar(insert(InboundEmail).values(**values)
                             .on_conflict_do_nothing(index_elements=["dedupe_key"]).returning(InboundEmail.id))
     key = values["dedupe_key"]
