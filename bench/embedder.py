@@ -15,17 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-from benchlib import report
+from benchlib import machine_facts, report
 
 RESULTS = Path(__file__).resolve().parent / "results" / "embedder.jsonl"
 EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
@@ -166,9 +164,7 @@ def main() -> None:
         result.update(time_cli(args.cli))
     if args.serve:
         result.update(measure_serve(args.serve, 20))
-    result.update({"load_average_end": [round(x, 2) for x in os.getloadavg()],
-                   "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-                   "date": datetime.now(timezone.utc).isoformat(timespec="minutes")})
+    result.update(machine_facts())
     report(RESULTS, result)
 
 

@@ -11,14 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
-from benchlib import report
+from benchlib import machine_facts, report
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results" / "eval_embedders.jsonl"
@@ -62,9 +60,7 @@ def main() -> None:
     if {"old", "new"} <= set(runs):  # (labels: "old" and "new"; a run per tree may use its own label)
         result["new_minus_old"] = {key: round(runs["new"][key] - runs["old"][key], 4) for key in runs["old"]}
         result["max_abs_difference"] = max(abs(v) for v in result["new_minus_old"].values())
-    result.update({"load_average_end": [round(x, 2) for x in os.getloadavg()],
-                   "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-                   "date": datetime.now(timezone.utc).isoformat(timespec="minutes")})
+    result.update(machine_facts())
     report(RESULTS, result)
 
 

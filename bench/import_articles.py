@@ -20,15 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-from benchlib import report
+from benchlib import machine_facts, report
 from realdata import DEFAULT_SOURCE, MIN_CHARS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,9 +97,7 @@ def main() -> None:
         result[f"{label}_articles_per_s"] = round(args.articles / result[f"{label}_wall_s"], 1)
     if "old_wall_s" in result and "new_wall_s" in result:
         result["speedup"] = round(result["old_wall_s"] / result["new_wall_s"], 2)
-    result.update({"load_average_end": [round(x, 2) for x in os.getloadavg()],
-                   "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-                   "date": datetime.now(timezone.utc).isoformat(timespec="minutes")})
+    result.update(machine_facts())
     report(RESULTS, result)
 
 

@@ -34,7 +34,7 @@ from service.retrieval.evaluation import load_eval_set
 from service.runtime import Runtime
 from service.tickets.answering import ticket_query
 from service.tickets.helpdesk import ticket_fields
-from service.tickets.similar import embed_ticket_question, similar_tickets_for_vector, store_ticket_vector
+from service.tickets.similar import similar_tickets_for_vector, store_ticket_vector
 
 from benchlib import report
 
