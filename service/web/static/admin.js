@@ -16,12 +16,14 @@
   }
 
   // fetch() a JSON endpoint; a failure throws an Error carrying the API's {"error": {code, message, details}}.
-  async function api(method, url, body) {
+  // options.keepalive: the request outlives the page (a save sent while it unloads).
+  async function api(method, url, body, options) {
     let response;
     try {
       response = await fetch(url, {
         method: method,
         credentials: "same-origin",
+        keepalive: Boolean(options && options.keepalive),
         headers: { "Content-Type": "application/json", "Accept": "application/json", "X-CSRF-Token": csrf },
         body: body === undefined ? undefined : JSON.stringify(body),
       });
@@ -41,6 +43,9 @@
     }
     return data;
   }
+
+  // The workspace's scripts (agent_workspace.js, desk.js) load after this one and use the same token and helpers.
+  window.supportrag = { csrf: csrf, flash: flash, api: api };
 
   // Same thresholds as service/admin.py:importance_badge.
   function importanceBadge(value) {

@@ -6,32 +6,10 @@
   "use strict";
 
   const SAVE_DELAY_MS = 600;
-  const csrfMeta = document.querySelector('meta[name="csrf-token"]');
-  const csrf = csrfMeta ? csrfMeta.content : "";
+  const flash = window.supportrag.flash;  // admin.js, loaded first on every admin page
 
-  function flash(message, kind) {
-    const area = document.getElementById("flash");
-    if (!area) return;
-    const p = document.createElement("p");
-    p.className = "flash flash-" + (kind || "info");
-    p.textContent = message;
-    area.replaceChildren(p);
-  }
-
-  async function send(method, url, body, keepalive) {
-    const response = await fetch(url, {
-      method: method, credentials: "same-origin", keepalive: Boolean(keepalive),
-      headers: { "Content-Type": "application/json", "Accept": "application/json", "X-CSRF-Token": csrf },
-      body: JSON.stringify(body),
-    });
-    let data = null;
-    try { data = await response.json(); } catch (ignored) { /* not JSON */ }
-    if (!response.ok) {
-      const error = (data && data.error) || { message: "request failed (" + response.status + ")", details: {} };
-      const details = Object.entries(error.details || {}).map(([k, v]) => k + " " + v).join("; ");
-      throw new Error(error.message + (details ? " (" + details + ")" : ""));
-    }
-    return data;
+  function send(method, url, body, keepalive) {
+    return window.supportrag.api(method, url, body, { keepalive: keepalive });
   }
 
   function initComposer(form) {

@@ -9,8 +9,7 @@
   const ticketId = panel.dataset.ticketId;
   const loadedLatest = Number(panel.dataset.latestPublic || 0);
   const pollMs = Math.max(2, Number(panel.dataset.pollSeconds || 5)) * 1000;
-  const csrfMeta = document.querySelector('meta[name="csrf-token"]');
-  const csrf = csrfMeta ? csrfMeta.content : "";
+  const csrf = window.supportrag.csrf;  // admin.js, loaded first on every admin page
   const presenceLine = document.getElementById("presence");
   const warning = document.getElementById("newer-message");
   const reply = document.getElementById("reply-body");
