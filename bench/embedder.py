@@ -1,10 +1,12 @@
-"""The local embedder, torch reference against ONNX Runtime in one run: throughput, peak RSS, agreement.
+"""The local embedder, torch reference against ONNX Runtime (its fp32 and int8 graphs) in one run: throughput, peak
+RSS, agreement.
 
 Same texts for both: a fixed sample of the shared eval corpora (title + text, as articles are embedded: short FAQ
 entries and long abstracts past the 256-piece window) and of their queries. Each backend runs in its own process
 (its peak RSS is its own: ``ru_maxrss``), warms up on a few texts, then embeds the sample ``--repeat`` times (the
 best counts: a shared machine's noise). The ONNX vectors are compared with the reference's (mean and minimum
-cosine). ``--cli`` also times ``supportrag search`` (wall and peak RSS, fresh process each, the database up).
+cosine). ``--cli`` also times ``supportrag search`` (wall and peak RSS, fresh process each, the database up), with
+the default precision unless ``EMBEDDING_PRECISION`` is set.
 
     python bench/embedder.py --texts 2000
     python bench/embedder.py --texts 0 --cli 5      # the CLI only
@@ -53,7 +55,7 @@ def child(backend: str, count: int, repeat: int, out: Path) -> None:
     else:
         from service.providers.embeddings import LocalEmbedder
 
-        embedder = LocalEmbedder()
+        embedder = LocalEmbedder(precision=backend)
     embedder.embed(["warm up the model", "and its kernels"])
     load_s = time.perf_counter() - started
     texts = sample_texts(count)
@@ -145,7 +147,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--cli", type=int, default=0, help="time this many CLI searches")
     parser.add_argument("--serve", type=int, default=0, metavar="PORT", help="measure a serve worker on PORT")
-    parser.add_argument("--child", choices=("torch", "onnx"))
+    parser.add_argument("--child", choices=("torch", "fp32", "int8"))
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.child:
@@ -155,11 +157,14 @@ def main() -> None:
     if args.texts:
         with tempfile.TemporaryDirectory() as folder:
             torch_figures, torch_vectors = run_child("torch", args.texts, args.repeat, Path(folder))
-            onnx_figures, onnx_vectors = run_child("onnx", args.texts, args.repeat, Path(folder))
-        cosines = np.sum(torch_vectors * onnx_vectors, axis=1)
-        result.update({"texts": args.texts, "torch": torch_figures, "onnx": onnx_figures,
-                       "throughput_ratio": round(onnx_figures["texts_per_s"] / torch_figures["texts_per_s"], 2),
-                       "mean_cosine": round(float(cosines.mean()), 6), "min_cosine": round(float(cosines.min()), 6)})
+            result.update({"texts": args.texts, "torch": torch_figures})
+            for precision in ("fp32", "int8"):
+                figures, vectors = run_child(precision, args.texts, args.repeat, Path(folder))
+                cosines = np.sum(torch_vectors * vectors, axis=1)
+                result[f"onnx_{precision}"] = figures | {
+                    "throughput_ratio": round(figures["texts_per_s"] / torch_figures["texts_per_s"], 2),
+                    "mean_cosine": round(float(cosines.mean()), 6), "min_cosine": round(float(cosines.min()), 6)}
+                print(precision, result[f"onnx_{precision}"], flush=True)
     if args.cli:
         result.update(time_cli(args.cli))
     if args.serve:

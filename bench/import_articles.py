@@ -67,7 +67,9 @@ def run_tree(label: str, tree: Path, articles: Path) -> dict:
     where = subprocess.run([sys.executable, "-c", "import service; print(service.__file__)"], env=env, cwd=tree,
                            check=True, capture_output=True, text=True).stdout.strip()
     assert where.startswith(str(tree.resolve())), f"{label} imports {where}, not its own tree"
-    subprocess.run([*cli, "db", "upgrade"], env=env, cwd=tree, check=True, capture_output=True)
+    upgrade = subprocess.run([*cli, "db", "upgrade"], env=env, cwd=tree, capture_output=True, text=True)
+    if upgrade.returncode:
+        raise SystemExit(f"{label}: db upgrade failed:\n{upgrade.stderr[-2000:]}")
     started = time.perf_counter()
     done = subprocess.run(["/usr/bin/time", "-f", "%e %M", *cli, "import", str(articles)], env=env, cwd=tree,
                           check=True, capture_output=True, text=True)

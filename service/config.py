@@ -145,6 +145,11 @@ class Settings:
     embedding_threads: int = integer(
         "EMBEDDING_THREADS", 0, "ONNX Runtime threads per process for the local model (`0`: one per core; `serve` "
         "sets 1 per worker)", area=EMBEDDING, low=0, high=256)
+    embedding_precision: str = text(
+        "EMBEDDING_PRECISION", "fp32", "which exported graph of the local model runs: `fp32` (the reference's "
+        "vectors to float rounding) or `int8` (dynamic quantization, per-channel weights: faster, vectors at a mean "
+        "cosine of 0.995, but SciFact's nDCG@10 drops by more than 0.005; docs/performance-speed.md)",
+        area=EMBEDDING, choices=("fp32", "int8"))
     query_cache_size: int = integer(
         "QUERY_CACHE_SIZE", 1024, "query embeddings remembered per process (repeated ticket subjects); `0` turns "
         "the cache off", area=EMBEDDING, low=0)

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from service.config import Settings
-from service.providers.onnx_model import DATA_FILE, MANIFEST_FILE, MODEL_FILE, model_folder, verified_model
+from service.providers.embeddings import LocalEmbedder
+from service.providers.onnx_model import DATA_FILE, INT8_FILE, MANIFEST_FILE, MODEL_FILE, model_folder, verified_model
 from service.providers.torch_reference import TorchReferenceEmbedder
 
 from .conftest import shared_eval_set
@@ -47,6 +48,27 @@ def test_onnx_vectors_agree_with_the_torch_reference_on_real_text(real_local_emb
     assert np.allclose(np.linalg.norm(onnx, axis=1), 1.0, atol=1e-5)
 
 
+def test_the_int8_graph_stays_within_the_quality_bar_on_real_text(real_local_embedder, reference):
+    texts = real_sample()
+    int8 = LocalEmbedder(cache_dir=real_local_embedder.cache_dir, threads=0, precision="int8")
+    quantized, torch = int8.embed(texts), reference.embed(texts)
+    cosines = np.sum(quantized * torch, axis=1)
+    assert cosines.mean() >= 0.99 and cosines.min() >= 0.98
+    assert cosines.mean() < 0.99999  # it is the quantized graph, not the fp32 one again
+
+
+def test_the_exported_graph_runs_one_fused_attention_kernel_per_layer(real_local_embedder):
+    import onnx
+
+    folder = model_folder(real_local_embedder.cache_dir)
+    graph = onnx.load(str(folder / MODEL_FILE), load_external_data=False).graph
+    kinds = [node.op_type for node in graph.node]
+    assert kinds.count("Attention") == 6 and "Softmax" not in kinds  # MiniLM-L6: six layers, none unfused
+    quantized = [node.op_type for node in onnx.load(str(folder / INT8_FILE)).graph.node]
+    assert quantized.count("Attention") == 6 and "QAttention" not in quantized  # attention stays fp32
+    assert quantized.count("MatMulInteger") >= 12  # the feed-forward layers are int8
+
+
 def test_onnx_counts_and_windows_word_pieces_as_the_reference_does(real_local_embedder, reference):
     texts = real_sample()
     assert real_local_embedder.count_tokens(texts) == reference.count_tokens(texts)
@@ -69,6 +91,20 @@ def test_a_cached_graph_whose_bytes_changed_is_refused(tmp_path):
         graph.seek(-100, os.SEEK_END)
         graph.write(bytes([byte[0] ^ 0xFF]))
     assert verified_model(tmp_path) is None
+
+
+def test_a_cache_of_the_older_unfused_format_is_not_used(tmp_path):
+    cache = Settings.from_env().model_cache_dir
+    copy = model_folder(tmp_path)
+    copy.mkdir(parents=True)
+    for name in (MODEL_FILE, DATA_FILE, INT8_FILE):
+        shutil.copyfile(model_folder(cache) / name, copy / name)
+    manifest = json.loads((model_folder(cache) / MANIFEST_FILE).read_text())
+    (copy / MANIFEST_FILE).write_text(json.dumps(manifest))
+    assert verified_model(tmp_path) == copy / MODEL_FILE and verified_model(tmp_path, "int8") == copy / INT8_FILE
+    del manifest["format"]  # what an export before the fused graph wrote
+    (copy / MANIFEST_FILE).write_text(json.dumps(manifest))
+    assert verified_model(tmp_path) is None and verified_model(tmp_path, "int8") is None
 
 
 SEARCH_SCRIPT = """

@@ -116,23 +116,26 @@ class LocalEmbedder:
 
     dimensions = 384
     _lock = threading.Lock()
-    _models: dict[tuple[Path, int], "OnnxMiniLM"] = {}
+    _models: dict[tuple[Path, int, str], "OnnxMiniLM"] = {}
 
-    def __init__(self, batch_size: int = 64, *, cache_dir: Path | None = None, threads: int | None = None) -> None:
+    def __init__(self, batch_size: int = 64, *, cache_dir: Path | None = None, threads: int | None = None,
+                 precision: str | None = None) -> None:
         self.model_name = f"local:{LOCAL_MODEL_NAME}"
         self.batch_size = batch_size
-        settings = None if cache_dir is not None and threads is not None else Settings.from_env()
+        settings = None if cache_dir is not None and threads is not None and precision is not None \
+            else Settings.from_env()
         self.cache_dir = Path(cache_dir) if cache_dir is not None else settings.model_cache_dir
         self.threads = threads if threads is not None else settings.embedding_threads
+        self.precision = precision if precision is not None else settings.embedding_precision
 
     def _load(self) -> "OnnxMiniLM":
-        key = (self.cache_dir.resolve(), self.threads)
+        key = (self.cache_dir.resolve(), self.threads, self.precision)
         with self._lock:
             if key not in self._models:
                 # Here, not at the top: onnxruntime and tokenizers cost ~0.2 s to import; only this model needs them.
                 from service.providers.onnx_model import OnnxMiniLM, ensure_model, source_path
 
-                path = ensure_model(self.cache_dir)
+                path = ensure_model(self.cache_dir, self.precision)
                 self._models[key] = OnnxMiniLM(path, source_path(), threads=self.threads)
                 log.info("loaded local embedding model from %s", path)
             return self._models[key]
@@ -208,4 +211,4 @@ def make_embedder(settings: Settings) -> Embedder:
     if settings.embedding_provider == "openai":
         return OpenAIEmbedder(settings)
     return LocalEmbedder(batch_size=settings.embedding_batch_size, cache_dir=settings.model_cache_dir,
-                         threads=settings.embedding_threads)
+                         threads=settings.embedding_threads, precision=settings.embedding_precision)
