@@ -147,8 +147,9 @@ class Settings:
         "sets 1 per worker)", area=EMBEDDING, low=0, high=256)
     embedding_precision: str = text(
         "EMBEDDING_PRECISION", "fp32", "which exported graph of the local model runs: `fp32` (the reference's "
-        "vectors to float rounding) or `int8` (dynamic quantization, per-channel weights: faster, vectors at a mean "
-        "cosine of 0.995, but SciFact's nDCG@10 drops by more than 0.005; docs/performance-speed.md)",
+        "vectors to float rounding) or `int8` (the feed-forward MatMuls quantized: ~1.5× faster, vectors at a mean "
+        "cosine of 0.996, but covidfaq_dev's nDCG@10 falls by 0.027, so it is not the default; "
+        "docs/performance-speed.md)",
         area=EMBEDDING, choices=("fp32", "int8"))
     query_cache_size: int = integer(
         "QUERY_CACHE_SIZE", 1024, "query embeddings remembered per process (repeated ticket subjects); `0` turns "

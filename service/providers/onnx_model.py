@@ -156,7 +156,7 @@ def export_model(cache_dir: Path) -> ExportedModel:
                     all_tensors_to_one_file=True, location=DATA_FILE, size_threshold=1024)
     # int8 weights, one scale per output channel (per-tensor scales cost too much: mean cosine 0.946), activations
     # quantized at run time, for the MatMuls only (the feed-forward layers and the attention's output projection,
-    # most of the arithmetic): quantizing the fused Attention too (QAttention) was 1.2× faster again but cost
+    # most of the arithmetic): quantizing the fused Attention too (QAttention) was 1.3× faster again but cost
     # SciFact 0.008 nDCG@10, past the 0.005 bar. Shape inference cannot type the contrib ops' outputs, hence the
     # default tensor type.
     logging.disable(logging.WARNING)  # its advice to pre-process (for static quantization) goes to the root logger
