@@ -31,13 +31,29 @@ def _schema_differences(engine) -> list:
         return compare_metadata(context, Base.metadata)
 
 
-def test_upgrade_downgrade_upgrade_round_trip_on_an_empty_database(fresh_database_url):
+def test_upgrade_downgrade_upgrade_round_trip_on_an_empty_database(fresh_database_url, monkeypatch):
+    from alembic import command
+
+    from service.db.migrate import stored_revisions
+
+    runs = []  # each Alembic upgrade the service starts (a database at the head needs none)
+    real_upgrade = command.upgrade
+    monkeypatch.setattr(command, "upgrade", lambda *args, **kwargs: (runs.append(args[1]),
+                                                                     real_upgrade(*args, **kwargs)))
     engine = create_engine(fresh_database_url)
     try:
         assert current_revision(engine) is None
         upgrade_database(engine)
         assert current_revision(engine) == HEAD
         assert {"knowledge_base", "app_state"} <= _tables(engine)
+        upgrade_database(engine)  # at the head: one query, no Alembic
+        assert runs == ["head"]
+
+        downgrade_database(engine, "-1")  # one behind: migrated again
+        with engine.connect() as connection:
+            assert stored_revisions(connection) not in ([], [HEAD])
+        upgrade_database(engine)
+        assert runs == ["head", "head"] and current_revision(engine) == HEAD
 
         downgrade_database(engine, "base")
         assert current_revision(engine) is None
@@ -54,29 +70,6 @@ def test_the_head_revision_the_quick_check_compares_with_is_alembics_head():
     from service.db.migrate import HEAD_REVISION
 
     assert HEAD_REVISION == HEAD
-
-
-def test_a_database_at_the_head_is_not_migrated_again_and_one_behind_is(fresh_database_url, monkeypatch):
-    from alembic import command
-
-    from service.db.migrate import stored_revisions
-
-    engine = create_engine(fresh_database_url)
-    upgrades = []
-    real_upgrade = command.upgrade
-    monkeypatch.setattr(command, "upgrade", lambda *args, **kwargs: (upgrades.append(args[1]),
-                                                                     real_upgrade(*args, **kwargs)))
-    try:
-        upgrade_database(engine)
-        upgrade_database(engine)  # at the head: one query, no Alembic run
-        assert upgrades == ["head"]
-        downgrade_database(engine, "-1")
-        with engine.connect() as connection:
-            assert stored_revisions(connection) not in ([], [HEAD])
-        upgrade_database(engine)
-        assert upgrades == ["head", "head"] and current_revision(engine) == HEAD
-    finally:
-        engine.dispose()
 
 
 def test_model_metadata_matches_the_migrated_schema(engine):
