@@ -5,7 +5,7 @@ The graph is the sentence-transformers model end to end: the BERT encoder, mean 
 L2 normalisation; its output is the sentence vector. The encoder is traced with the plain ("eager") attention, so
 ONNX Runtime's transformer optimizer recognises it and fuses each layer's attention into one ``Attention`` kernel
 (with the embeddings' layer norm, the GELUs and the skip layer norms): the same vectors (cosine 1.000000 to the
-unfused graph), 1.35× the throughput on real text (docs/performance-speed.md). An int8 copy (dynamic quantization
+unfused graph), 1.32× the throughput on real text (docs/performance-speed.md). An int8 copy (dynamic quantization
 of the MatMuls, per-channel weights) is written beside it; ``EMBEDDING_PRECISION`` picks which one runs.
 
 ``export_model`` writes ``model.onnx`` (+ ``model.onnx.data``), ``model.int8.onnx`` and ``model.json`` (each
