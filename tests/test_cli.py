@@ -187,21 +187,21 @@ def public_tables(engine: sa.Engine) -> set[str]:
             "WHERE table_schema = 'public' AND table_name <> 'alembic_version'")).scalars())
 
 
-def test_db_upgrade_current_downgrade_and_upgrade_again(cli_env, db_engine):
+def test_db_upgrade_current_downgrade_and_upgrade_again(empty_cli_env, empty_db_engine):
     head = head_revision()
 
     assert run("db", "current").stdout.strip() == "none"
     assert run("db", "upgrade").stdout.strip() == f"database at revision {head}"
     assert run("db", "current").stdout.strip() == head
-    assert {"knowledge_base", "app_state"} <= public_tables(db_engine)
+    assert {"knowledge_base", "app_state"} <= public_tables(empty_db_engine)
 
     run("db", "downgrade", "base")
     assert run("db", "current").stdout.strip() == "none"
-    assert public_tables(db_engine) == set()
+    assert public_tables(empty_db_engine) == set()
 
     assert run("db", "upgrade").stdout.strip() == f"database at revision {head}"
     assert run("db", "current").stdout.strip() == head
-    with db_engine.connect() as conn:
+    with empty_db_engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM knowledge_base")).scalar_one() == 0
 
 

@@ -120,10 +120,10 @@ def test_database_rejects_out_of_range_importance_even_past_the_application(sess
                 "INSERT INTO knowledge_base (title, content, importance) VALUES ('t', 'c', 2.5)"))
 
 
-def test_a_database_from_before_sections_is_backfilled_by_db_upgrade_then_reembed(cli_env, db_engine, monkeypatch):
+def test_a_database_from_before_sections_is_backfilled_by_db_upgrade_then_reembed(empty_cli_env, empty_db_engine, monkeypatch):
     monkeypatch.setenv("SUPPORTRAG_AUTO_SEED", "0")
     run_cli("db", "upgrade", "0005")
-    with db_engine.begin() as conn:  # an article as stored before sections: one vector of title + content
+    with empty_db_engine.begin() as conn:  # an article as stored before sections: one vector of title + content
         conn.execute(sa.text("""
             INSERT INTO knowledge_base (title, content, embedding, embedding_model, content_sha256)
             VALUES ('Gift cards', :content, :vector, 'local:all-MiniLM-L6-v2', 'old-hash')
@@ -141,13 +141,13 @@ def test_a_database_from_before_sections_is_backfilled_by_db_upgrade_then_reembe
     assert result["section"] == "Gift cards › Expired gift card?"
 
 
-def test_upgrading_past_0015_narrows_padded_vectors_to_the_models_width(cli_env, db_engine):
+def test_upgrading_past_0015_narrows_padded_vectors_to_the_models_width(empty_cli_env, empty_db_engine):
     run_cli("db", "upgrade", "0010")
     rng = np.random.default_rng(2)
     vectors = rng.standard_normal((3, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     padded = np.pad(vectors, ((0, 0), (0, 1536 - 384)))  # as every version before 0015 stored them
-    with db_engine.begin() as conn:
+    with empty_db_engine.begin() as conn:
         article_id = conn.execute(sa.text("""
             INSERT INTO knowledge_base (title, content, embedding, embedding_model, content_sha256)
             VALUES ('Gift cards', 'Balance.', :card, 'm', 'h') RETURNING id
@@ -159,7 +159,7 @@ def test_upgrading_past_0015_narrows_padded_vectors_to_the_models_width(cli_env,
                 VALUES (:id, :ordinal, 'x', 0, 1, 'h', :vector, 'm', 0, 0)
             """), {"id": article_id, "ordinal": ordinal, "vector": padded[ordinal]})
     run_cli("db", "upgrade")
-    with db_engine.connect() as conn:
+    with empty_db_engine.connect() as conn:
         widths = conn.execute(sa.text("""
             SELECT (SELECT array_agg(DISTINCT vector_dims(embedding)) FROM knowledge_sections),
                    (SELECT array_agg(DISTINCT vector_dims(embedding_half)) FROM search_vectors),
