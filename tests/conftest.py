@@ -23,6 +23,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # tests' own data folders are temporary, and exporting again would cost each session its torch export.
 os.environ.setdefault("SUPPORTRAG_MODEL_DIR", str(Path(__file__).resolve().parent.parent / "artifacts" / "models"))
 
+import psutil
 import psycopg
 import pytest
 import sqlalchemy as sa
@@ -41,6 +42,15 @@ from .helpers import ENVIRONMENT_OVERRIDES, MemoEmbedder
 from .imap_server import DovecotServer, dovecot_usable, require_dovecot
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Export the ONNX model once, in the controller, before the xdist workers start: on a clean clone both workers
+    would otherwise export it at the same time, each slowed by the other (a worker only checks it)."""
+    if not hasattr(config, "workerinput") and not config.option.collectonly:
+        from service.providers.onnx_model import ensure_model
+
+        ensure_model(Path(os.environ["SUPPORTRAG_MODEL_DIR"]))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -75,7 +85,10 @@ def temporary_postgres(prefix: str, database: str) -> Iterator[tuple[str, Any, P
         try:
             stop_postgres(server, pgdata)
             if server is not None:
-                server.cleanup()  # pgserver forgets it (and would otherwise try again at exit)
+                try:
+                    server.cleanup()  # pgserver forgets it (and would otherwise try again at exit)
+                except psutil.NoSuchProcess:
+                    pass  # the old postmaster it signals exited between its check and its signal: stopped, as wanted
         finally:
             shutil.rmtree(root, ignore_errors=True)
 
