@@ -325,21 +325,22 @@ def stackfaq_dir() -> Path:
 def cli_env(monkeypatch, migrated_database_url, tmp_path) -> str:
     """Point every console command at a new database with default settings: migrated, no rows (tests of the
     migrations themselves use ``empty_cli_env``)."""
-    for name in ENVIRONMENT_OVERRIDES:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("DATABASE_URL", migrated_database_url)
-    monkeypatch.setenv("SUPPORTRAG_DATA_DIR", str(tmp_path))
-    return migrated_database_url
+    return _console_on(monkeypatch, migrated_database_url, tmp_path)
 
 
 @pytest.fixture
 def empty_cli_env(monkeypatch, fresh_database_url, tmp_path) -> str:
     """Point every console command at a new, empty database (no migration yet) with default settings."""
+    return _console_on(monkeypatch, fresh_database_url, tmp_path)
+
+
+def _console_on(monkeypatch, database_url: str, data_dir: Path) -> str:
+    """Default settings (no override from the environment), this database and data folder."""
     for name in ENVIRONMENT_OVERRIDES:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("DATABASE_URL", fresh_database_url)
-    monkeypatch.setenv("SUPPORTRAG_DATA_DIR", str(tmp_path))
-    return fresh_database_url
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setenv("SUPPORTRAG_DATA_DIR", str(data_dir))
+    return database_url
 
 
 @pytest.fixture
