@@ -113,15 +113,25 @@ def admin_conninfo(url: str) -> str:
         hide_password=False)
 
 
+@contextmanager
+def new_database(pg_url: str, template: str | None = None) -> Iterator[str]:
+    """A new database on the test server (a copy of ``template``, else empty): its URL; dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:10]}"
+    copy = f' TEMPLATE "{template}"' if template else ""
+    with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"{copy}')
+    try:
+        yield sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture
 def fresh_database_url(pg_url) -> Iterator[str]:
     """A new, empty database on the test server, dropped afterwards."""
-    name = f"t_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with new_database(pg_url) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -145,12 +155,8 @@ def migrated_template(pg_url) -> Iterator[str]:
 def migrated_database_url(pg_url, migrated_template) -> Iterator[str]:
     """A new database already at the head revision, with no rows (the state `supportrag db upgrade` leaves, with
     seeding off), dropped afterwards."""
-    name = f"t_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{migrated_template}"')
-    yield sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with new_database(pg_url, migrated_template) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
