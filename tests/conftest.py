@@ -138,17 +138,13 @@ def fresh_database_url(pg_url) -> Iterator[str]:
 def migrated_template(pg_url) -> Iterator[str]:
     """A database migrated to the head once per test process, never connected to afterwards: the databases of
     ``migrated_database_url`` are copies of it (a copy takes a fraction of the ~1.5 s the migrations take)."""
-    name = f"tpl_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    engine = create_engine(sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False))
-    try:
-        upgrade_database(engine)
-    finally:
-        engine.dispose()
-    yield name
-    with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with new_database(pg_url) as url:
+        engine = create_engine(url)
+        try:
+            upgrade_database(engine)
+        finally:
+            engine.dispose()
+        yield sa.make_url(url).database
 
 
 @pytest.fixture
@@ -157,6 +153,16 @@ def migrated_database_url(pg_url, migrated_template) -> Iterator[str]:
     seeding off), dropped afterwards."""
     with new_database(pg_url, migrated_template) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def smtp() -> Iterator[Any]:
+    """A mail server on 127.0.0.1 the service sends to, one per test module (test_mail and test_mail_outbound
+    define their own)."""
+    from .smtp_server import SmtpSink  # here: smtp_server imports test_serve, which imports this module
+
+    with SmtpSink() as sink:
+        yield sink
 
 
 @pytest.fixture(scope="session")

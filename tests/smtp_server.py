@@ -63,3 +63,10 @@ class SmtpSink:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def sending_env(sink: SmtpSink, base_url: str) -> dict[str, str]:
+    """The settings under which a served service sends its mail to ``sink``, replies plus-addressed to it, and
+    links to ``base_url``."""
+    return {"SMTP_HOST": "127.0.0.1", "SMTP_PORT": str(sink.port), "MAIL_FROM": "Support <support@example.com>",
+            "MAIL_REPLY_TO": "support+{token}@example.com", "SUPPORTRAG_PUBLIC_URL": base_url}

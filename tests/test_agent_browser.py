@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from .smtp_server import SmtpSink
+from .smtp_server import sending_env
 from .test_admin_browser import DESKTOP, PHONE, article_id_by_title, run_cli
 from .test_serve import SUPPORTRAG, serve_fresh_database
 
@@ -26,19 +26,10 @@ CUSTOMER = "bo@example.com"
 
 
 @pytest.fixture(scope="module")
-def smtp() -> Iterator[SmtpSink]:
-    """The mail server the service sends to."""
-    with SmtpSink() as sink:
-        yield sink
-
-
-@pytest.fixture(scope="module")
 def served(pg_url, tmp_path_factory, smtp) -> Iterator[dict[str, Any]]:
     """A fresh database with one agent, served by ``supportrag serve`` with SMTP and plus-addressed replies."""
     def prepare(env: dict[str, str], base_url: str) -> None:
-        env.update(SMTP_HOST="127.0.0.1", SMTP_PORT=str(smtp.port), MAIL_FROM="Support <support@example.com>",
-                   MAIL_REPLY_TO="support+{token}@example.com", SUPPORTRAG_PUBLIC_URL=base_url,
-                   WEB_CONCURRENCY="2")
+        env.update(sending_env(smtp, base_url), WEB_CONCURRENCY="2")
         run_cli(env, "admin", "create", "--username", AGENT, "--password", AGENT_PASSWORD, "--role", "agent")
 
     with serve_fresh_database(pg_url, tmp_path_factory.mktemp("agent-browser"), prepare=prepare) as served:

@@ -20,7 +20,7 @@ import pytest
 
 from service.intake.signature import sign
 
-from .smtp_server import SmtpSink
+from .smtp_server import SmtpSink, sending_env
 from .test_admin_browser import DESKTOP, PHONE, run_cli
 from .test_serve import serve_fresh_database
 
@@ -32,19 +32,11 @@ SECRET = "browser-inbound-secret"
 
 
 @pytest.fixture(scope="module")
-def smtp() -> Iterator[SmtpSink]:
-    """The mail server the service sends to."""
-    with SmtpSink() as sink:
-        yield sink
-
-
-@pytest.fixture(scope="module")
 def served(pg_url, tmp_path_factory, smtp) -> Iterator[dict[str, Any]]:
     """A fresh database with two agents (display names, e-mails), served with SMTP and the inbound webhook."""
     def prepare(env: dict[str, str], base_url: str) -> None:
-        env.update(SMTP_HOST="127.0.0.1", SMTP_PORT=str(smtp.port), MAIL_FROM="Support <support@example.com>",
-                   MAIL_REPLY_TO="support+{token}@example.com", SUPPORTRAG_PUBLIC_URL=base_url,
-                   INBOUND_EMAIL_SECRET=SECRET, PRESENCE_SECONDS="8", WEB_CONCURRENCY="2")
+        env.update(sending_env(smtp, base_url), INBOUND_EMAIL_SECRET=SECRET, PRESENCE_SECONDS="8",
+                   WEB_CONCURRENCY="2")
         for name, (display, address) in AGENTS.items():
             run_cli(env, "admin", "create", "--username", name, "--password", PASSWORD, "--role", "agent",
                     "--email", address, "--display-name", display)

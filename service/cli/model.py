@@ -23,7 +23,7 @@ def model_export(force: bool) -> None:
     from service.providers.onnx_model import export_model, model_folder, verified_model
 
     cache = Settings.from_env().model_cache_dir
-    cached = None if force or verified_model(cache, "int8") is None else verified_model(cache)
+    cached = None if force else verified_model(cache, "int8") and verified_model(cache)
     if cached is not None:
         click.echo(f"already exported and verified: {cached}")
         return
