@@ -27,6 +27,8 @@ NEAREST_SHOWN = 3  # articles under the gate listed for the agent as "nearest, b
 REPEAT_SHARE = 0.8
 SENT_KINDS = ("ai_answer", "agent_reply")  # what the customer got
 _WORD = re.compile(r"\w+")
+ALREADY_SENT_NOTICE = ("The customer already got the best answer the knowledge base has; nothing else clears the "
+                       "answer threshold.")
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,8 @@ def gather_evidence(session: Session, runtime: Runtime, ticket: Ticket, thread_t
                         nearest_articles(outcome.results))
     contents = matched_texts(session, outcome.results)
     results = [r for r in outcome.results if not already_sent(readable(best_passage(contents[r.id], query)), sent)]
-    if not results:
-        return Evidence([], {}, tickets, "Every article above the answer threshold was already sent to the "
-                        "customer; nothing new to quote.")
+    # What is left must clear the same gate on its own: the runner-up of an answer already sent may be far off.
+    if len(results) < len(outcome.results) and not answer_gate(replace(outcome, results=results),
+                                                                settings.answer_min_similarity).answerable:
+        return Evidence([], {}, tickets, ALREADY_SENT_NOTICE, nearest_articles(results))
     return Evidence(results, {r.id: contents[r.id] for r in results}, tickets, None)
