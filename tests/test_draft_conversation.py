@@ -11,7 +11,9 @@ import pytest
 import sqlalchemy as sa
 
 from service.accounts import create_admin
+from service.config import Settings
 from service.db.models import AdminUser, TicketDraft
+from service.providers.llm import OpenAIChatModel
 from service.knowledge.scrubbing import scrub_reply
 from service.tickets.draft_evidence import ALREADY_SENT_NOTICE, already_sent
 
@@ -144,6 +146,27 @@ def test_a_draft_the_customer_already_got_is_never_offered_again(seeded, client,
     passage = answer.split("\n\n", 1)[1]  # what the customer got, without the "From our help article" line
     assert passage.splitlines()[0] not in composer and not already_sent(passage, [draft.body])
     assert draft.notice == ALREADY_SENT_NOTICE or draft.article_ids  # said so, or something else to offer
+
+
+def test_a_language_model_draft_is_told_what_the_customer_already_got(seeded, client, anonymous_client, fake_openai,
+                                                                     tmp_path):
+    ticket_id, key = _ticket(client, VAT, subject="Wrong VAT number")
+    client.post(f"/api/tickets/{ticket_id}/replies", json={"body": "Which invoice number is it?"})
+    _follow_up(anonymous_client, ticket_id, key, "Invoice 7 of March, and also: how do I reset my password?")
+    fake_openai.state.chat_reply = "Use the Forgot password link on the Sign in page [1]."
+    seeded.chat = OpenAIChatModel(Settings(data_dir=tmp_path, llm_base_url=fake_openai.base_url, llm_api_key="test",
+                                           llm_max_retries=0))
+    try:
+        draft = client.get(f"/api/tickets/{ticket_id}/draft").get_json()
+    finally:
+        seeded.chat.client.close()
+        seeded.chat = None
+    assert draft["mode"] == "llm" and draft["citations"][0]["article_id"]
+    messages = fake_openai.chat_requests()[-1]["body"]["messages"]
+    ticket_text = messages[1]["content"]
+    assert "Invoice 7 of March" in ticket_text and VAT in ticket_text  # the whole thread
+    already = [m["content"] for m in messages if m["content"].startswith("The customer already got")]
+    assert len(already) == 1 and "Which invoice number is it?" in already[0]
 
 
 def test_after_a_send_nothing_refills_the_composer_until_the_customer_writes(seeded, client, anonymous_client,

@@ -56,6 +56,7 @@ class Evidence:
     tickets: list[SimilarTicket]
     notice: str | None
     nearest: list[NearestArticle] = field(default_factory=list)
+    sent: list[str] = field(default_factory=list)  # what the customer already got on this ticket
 
     @property
     def grounded(self) -> bool:
@@ -151,11 +152,11 @@ def gather_evidence(session: Session, runtime: Runtime, ticket: Ticket, thread_t
     tickets = _fresh_tickets(session, found, sent)
     if not gate.answerable:
         return Evidence([], {}, tickets, nothing_above_notice(gate, outcome.results),
-                        nearest_articles(outcome.results))
+                        nearest_articles(outcome.results), sent)
     contents = matched_texts(session, outcome.results)
     results = [r for r in outcome.results if not already_sent(readable(best_passage(contents[r.id], query)), sent)]
     # What is left must clear the same gate on its own: the runner-up of an answer already sent may be far off.
     if len(results) < len(outcome.results) and not answer_gate(replace(outcome, results=results),
                                                                 settings.answer_min_similarity).answerable:
-        return Evidence([], {}, tickets, ALREADY_SENT_NOTICE, nearest_articles(results))
-    return Evidence(results, {r.id: contents[r.id] for r in results}, tickets, None)
+        return Evidence([], {}, tickets, ALREADY_SENT_NOTICE, nearest_articles(results), sent)
+    return Evidence(results, {r.id: contents[r.id] for r in results}, tickets, None, sent=sent)

@@ -42,6 +42,7 @@ from service.tickets.workflow import context_articles
 from service.validation import ValidationError
 
 INSTRUCTION_MAX = 500
+SENT_TEXT_CHARS = 1500  # of each reply the customer already got, in the model's context
 Link = Callable[[int, str | None], str]  # (article id, section label) → URL of the public article
 TicketLink = Callable[[int], str]  # ticket id → where an agent opens it
 
@@ -119,6 +120,9 @@ def _write(chat: ChatModel | None, evidence: Evidence, subject: str, body: str, 
         articles = len(context)
         context += ticket_contexts(evidence.tickets, articles + 1)
         messages = build_messages(context, subject, body)
+        if evidence.sent:  # issue 34: the customer already has these; a draft that repeats them helps nobody
+            messages.append({"role": "user", "content": "The customer already got these replies; do not repeat "
+                             "them:\n\n" + "\n\n---\n\n".join(text[:SENT_TEXT_CHARS] for text in evidence.sent)})
         if instruction:
             messages.append({"role": "user", "content": "A support agent will edit and send your answer. "
                              f"Follow the agent's instruction: {instruction}"})
