@@ -70,8 +70,8 @@ def decide_dedup(nearest_similarity: float | None, threshold: float) -> DedupDec
 
 # A thin stand-in for the exactly-once issue's scrubbing (the lead keeps that one at merge): a reply quoted as
 # evidence loses its greeting, its sign-off and the people's names, then the personal data above.
-_GREETING = re.compile(r"^\s*(?:hi|hello|hey|dear|good (?:morning|afternoon|evening))\b[^\n.!?,:]{0,40}[,.!:]?[ \t]*\n?",
-                       re.IGNORECASE)
+_GREETING = re.compile(r"^\s*(?:hi|hello|hey|dear|good (?:morning|afternoon|evening))\b"
+                       r"[^\n.!?,:]{0,40}[,.!:]?[ \t]*\n?", re.IGNORECASE)
 _SIGN_OFF = re.compile(r"(?:^|(?<=[.!?])|\n)\s*(?:(?:best|kind|warm|many)?\s*(?:regards|wishes)|thanks|thank you|"
                        r"cheers|sincerely|all the best|best)\b[^\n]*(?:\n[^\n]{0,60}){0,2}\s*$", re.IGNORECASE)
 
