@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from datetime import datetime, timezone
 
 import pytest
 import sqlalchemy as sa
@@ -15,7 +16,10 @@ from service.config import Settings
 from service.db.models import AdminUser, TicketDraft
 from service.providers.llm import OpenAIChatModel
 from service.knowledge.scrubbing import scrub_reply
-from service.tickets.draft_evidence import ALREADY_SENT_NOTICE, already_sent
+from service.retrieval.search import SearchResult
+from service.tickets.draft_evidence import ALREADY_SENT_NOTICE, Evidence, already_sent
+from service.tickets.drafts import ticket_is_closer
+from service.tickets.similar import SimilarTicket
 
 from .admin_helpers import csrf_from, log_in
 
@@ -228,3 +232,25 @@ def test_the_draft_signs_with_the_agents_display_name(seeded, client, agent):
 ])
 def test_already_sent_finds_a_passage_inside_a_message_the_customer_got(passage, sent, expected):
     assert already_sent(passage, sent) is expected
+
+
+def _result(similarity: float | None) -> SearchResult:
+    return SearchResult(id=1, title="Reset your password", category=None, snippet="", similarity=similarity,
+                        recency=1.0, importance=1.0, score=0.0, created_at=datetime.now(timezone.utc))
+
+
+def _solved(similarity: float) -> SimilarTicket:
+    return SimilarTicket(7, similarity, "question", "reply", datetime.now(timezone.utc))
+
+
+@pytest.mark.parametrize("articles, tickets, expected", [
+    ([0.62], [0.91], True),  # the twin solved last week beats the article
+    ([0.62], [0.60], False),  # the article is closer: it is quoted
+    ([0.62], [0.62], False),  # a tie keeps the article (public, reviewed text)
+    ([], [0.80], False),  # no article over the gate: the ticket is the only evidence anyway
+    ([None], [0.95], False),  # embeddings down: no cosine to compare, the article stays
+    ([0.62], [], False),
+])
+def test_a_solved_ticket_is_quoted_only_when_it_is_closer_than_the_best_article(articles, tickets, expected):
+    evidence = Evidence([_result(s) for s in articles], {}, [_solved(s) for s in tickets], None)
+    assert ticket_is_closer(evidence) is expected

@@ -134,7 +134,7 @@ def _write(chat: ChatModel | None, evidence: Evidence, subject: str, body: str, 
             valid, _ = parse_citations(reply.text, len(context))
             if valid:
                 return strip_invalid_citations(reply.text, len(context)), "llm", valid, articles
-    if results and not _ticket_is_closer(evidence):
+    if results and not ticket_is_closer(evidence):
         best = results[0]
         section = " › ".join(best.section_path) or None
         return (extractive_answer(best.title, evidence.contents[best.id], ticket_query(subject, body), section),
@@ -144,7 +144,7 @@ def _write(chat: ChatModel | None, evidence: Evidence, subject: str, body: str, 
             "extractive", [1], 0)
 
 
-def _ticket_is_closer(evidence: Evidence) -> bool:
+def ticket_is_closer(evidence: Evidence) -> bool:
     """Whether the best solved ticket is closer to the question than the best article (issue 34 item 7)."""
     best = evidence.best_article_similarity
     return bool(evidence.tickets) and best is not None and evidence.tickets[0].similarity > best
