@@ -211,10 +211,18 @@ def test_a_grounded_draft_lists_no_nearest_articles(seeded, client):
     assert draft["citations"][0]["article_id"] and draft["nearest"] == []
 
 
-def test_the_draft_signs_with_the_agents_display_name(seeded, client, agent):
+def test_the_draft_signs_with_the_agents_display_name(seeded, app, runtime, client, agent, session):
     ticket_id, _ = _ticket(client, VAT, subject="Wrong VAT number")
     _, composer = _workspace(agent, ticket_id)
     assert composer.endswith(f"Best regards,\n{AGENT_NAME}") and "Support" not in composer
+    with runtime.session() as writing:
+        create_admin(writing, "otto", "agent-password-2", role="agent")
+        writing.execute(sa.update(AdminUser).where(AdminUser.username == "otto").values(display_name="Otto K."))
+    colleague = app.test_client()
+    assert log_in(colleague, "otto", "agent-password-2").status_code == 302
+    _, theirs = _workspace(colleague, ticket_id)  # the same stored draft, signed by whoever opens it
+    assert theirs.endswith("Best regards,\nOtto K.") and theirs[:-len("Otto K.")] == composer[:-len(AGENT_NAME)]
+    assert len(_drafts(session, ticket_id)) == 1
     unassigned = client.get(f"/api/tickets/{ticket_id}/draft").get_json()["draft"]  # a token is nobody
     assert unassigned.endswith("Best regards,\nSupport")
     page = agent.get(f"/admin/inbox/{ticket_id}").get_data(as_text=True)

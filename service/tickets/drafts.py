@@ -13,7 +13,7 @@ reply nothing is offered until the customer writes; the draft signs with the age
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import sqlalchemy as sa
@@ -42,6 +42,7 @@ from service.tickets.workflow import context_articles
 from service.validation import ValidationError
 
 INSTRUCTION_MAX = 500
+CLOSING = "Best regards,"
 SENT_TEXT_CHARS = 1500  # of each reply the customer already got, in the model's context
 Link = Callable[[int, str | None], str]  # (article id, section label) → URL of the public article
 TicketLink = Callable[[int], str]  # ticket id → where an agent opens it
@@ -174,6 +175,14 @@ def draft_signer(session: Session, ticket: Ticket, user_id: int | None) -> str:
     return display_name(None)
 
 
+def signed_by(view: DraftView, name: str) -> DraftView:
+    """The draft signed by ``name`` (another agent opening a draft made for a colleague signs it as themself)."""
+    head, found, _ = view.draft.rpartition(f"\n\n{CLOSING}\n")
+    if not found:
+        return view
+    return replace(view, draft=f"{head}\n\n{CLOSING}\n{name}")
+
+
 def make_draft(session: Session, runtime: Runtime, chat: ChatModel | None, ticket_id: int, *, link: Link,
                instruction: str | None = None, greeting: str = "Hello,", user_id: int | None = None,
                ticket_url: TicketLink = agent_ticket_path) -> DraftView:
@@ -188,7 +197,7 @@ def make_draft(session: Session, runtime: Runtime, chat: ChatModel | None, ticke
     ticket = session.get(Ticket, ticket_id)
     body = _customer_text(session, ticket)
     evidence = gather_evidence(session, runtime, ticket, body)
-    closing = f"Best regards,\n{draft_signer(session, ticket, user_id)}"
+    closing = f"{CLOSING}\n{draft_signer(session, ticket, user_id)}"
     if not evidence.grounded:
         full = "\n\n".join((greeting, evidence.notice, closing))
         return _store_draft(session, ticket_id, full, "none", [], evidence, instruction)

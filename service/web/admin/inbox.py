@@ -6,7 +6,15 @@ from flask import Blueprint, flash, g, redirect, render_template, request, url_f
 
 from service.tickets.canned import FilledCanned, filled_canned
 from service.tickets.composer import load_composer
-from service.tickets.drafts import DraftView, customer_has_last_word, latest_draft, make_draft, stored_draft_view
+from service.tickets.drafts import (
+    DraftView,
+    customer_has_last_word,
+    draft_signer,
+    latest_draft,
+    make_draft,
+    signed_by,
+    stored_draft_view,
+)
 from service.tickets.states import Actor
 from service.tickets.similar import similar_solved_tickets
 from service.tickets.thread import ticket_thread
@@ -40,7 +48,8 @@ def _draft(ticket_id: int) -> DraftView | None:
     an agent's reply until the customer writes again (nothing refills the composer after a send)."""
     stored = latest_draft(db(), ticket_id)
     if stored is not None:
-        return stored_draft_view(db(), stored, article_link)
+        view = stored_draft_view(db(), stored, article_link)
+        return signed_by(view, draft_signer(db(), work_ticket(db(), ticket_id), _me()))
     if not customer_has_last_word(db(), ticket_id):
         return None
     draft = make_draft(db(), runtime(), runtime().chat, ticket_id, link=article_link, user_id=_me())
