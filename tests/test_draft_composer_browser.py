@@ -1,9 +1,11 @@
 """Issue 34 item 8 in headless Chromium against a real ``supportrag serve``: after a send nothing refills the
-composer, not even an autosave that was still on its way when the agent pressed Send; the draft is signed with the
-agent's display name and evidence under the gate is "nearest, below the threshold", never "cites"."""
+composer, not even an autosave that was still on its way when the agent pressed Send, until the customer writes
+again (then a new draft is made from the whole thread); the draft is signed with the agent's display name and
+evidence under the gate is "nearest, below the threshold", never "cites"."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterator
 
 import pytest
@@ -51,16 +53,29 @@ def agent(browser, served) -> Iterator[Any]:
     context.close()
 
 
-def _ticket(base_url: str, body: str) -> int:
+def _ticket(base_url: str, body: str) -> tuple[int, str]:
     status, created = request_json("POST", f"{base_url}/api/tickets",
                                    {"subject": body[:40], "body": body, "email": "bo@example.com"})
     assert status == 201 and created["ticket"]["status"] == "needs_agent"
-    return created["ticket"]["id"]
+    return created["ticket"]["id"], created["secret"]
 
 
-def test_after_a_send_the_composer_stays_empty_even_with_an_autosave_in_flight(agent, served):
+def _customer_writes(browser, base_url: str, ticket_id: int, key: str, text: str) -> None:
+    """The customer's follow-up on their ticket page, in their own browser."""
+    context = browser.new_context(viewport=DESKTOP)
+    try:
+        page = context.new_page()
+        page.goto(f"{base_url}/help/tickets/{ticket_id}?key={key}")
+        page.get_by_label("Your message").fill(text)
+        page.get_by_role("button", name="Send", exact=True).click()
+        page.wait_for_url(re.compile(rf"/help/tickets/{ticket_id}(#thread)?$"))
+    finally:
+        context.close()
+
+
+def test_after_a_send_the_composer_stays_empty_even_with_an_autosave_in_flight(agent, served, browser):
     base_url = served["base_url"]
-    ticket_id = _ticket(base_url, VAT)
+    ticket_id, key = _ticket(base_url, VAT)
     agent.goto(f"{base_url}/admin/inbox/{ticket_id}")
     composer = agent.get_by_label("Your reply")
     draft = composer.input_value()
@@ -89,3 +104,10 @@ def test_after_a_send_the_composer_stays_empty_even_with_an_autosave_in_flight(a
     assert saved["composer"]["body"] == ""
     thread = agent.locator(".message-agent_reply").all_inner_texts()
     assert len(thread) == 1 and "corrected the VAT number" in thread[0]
+
+    # The customer writes again: a new draft, from the whole thread, fills the composer.
+    _customer_writes(browser, base_url, ticket_id, key, "Thanks. Also, the password reset email never arrives.")
+    agent.reload()
+    redraft = agent.get_by_label("Your reply").input_value()
+    assert redraft.startswith("Hello,") and "Reset your password" in redraft
+    assert redraft.endswith(f"Best regards,\n{AGENT_NAME}") and agent.locator("#no-draft").count() == 0
