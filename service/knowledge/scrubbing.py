@@ -66,3 +66,19 @@ def decide_dedup(nearest_similarity: float | None, threshold: float) -> DedupDec
     if nearest_similarity is not None and nearest_similarity >= threshold:
         return DedupDecision("add_to", nearest_similarity)
     return DedupDecision("new", nearest_similarity)
+
+
+# A thin stand-in for the exactly-once issue's scrubbing (the lead keeps that one at merge): a reply quoted as
+# evidence loses its greeting, its sign-off and the people's names, then the personal data above.
+_GREETING = re.compile(r"^\s*(?:hi|hello|hey|dear|good (?:morning|afternoon|evening))\b"
+                       r"[^\n.!?,:]{0,40}[,.!:]?[ \t]*\n?", re.IGNORECASE)
+_SIGN_OFF = re.compile(r"(?:^|(?<=[.!?])|\n)\s*(?:(?:best|kind|warm|many)?\s*(?:regards|wishes)|thanks|thank you|"
+                       r"cheers|sincerely|all the best|best)\b[^\n]*(?:\n[^\n]{0,60}){0,2}\s*$", re.IGNORECASE)
+
+
+def scrub_reply(text: str, *, names: tuple[str, ...] | list[str] = ()) -> str:
+    """An agent's reply fit to quote for another customer: no greeting, sign-off, names or personal data."""
+    text = _SIGN_OFF.sub("", _GREETING.sub("", text, count=1)).strip()
+    for name in sorted({n.strip() for n in names if n and len(n.strip()) > 1}, key=len, reverse=True):
+        text = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", "[name]", text, flags=re.IGNORECASE)
+    return scrub_personal_data(text)

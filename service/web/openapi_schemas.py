@@ -235,7 +235,12 @@ SCHEMAS: dict[str, Any] = {
         obj({"number": INTEGER, "ticket_id": INTEGER, "title": STRING, "url": STRING},
             ["number", "ticket_id", "title", "url"])]}},
         "mode": {"enum": ["llm", "extractive", "none"]}, "id": INTEGER, "grounded": BOOLEAN,
-        "notice": nullable(STRING)}, ["draft", "citations", "grounded"]),
+        "notice": nullable(STRING),
+        # Issue 34: articles near the question under the answer gate: shown as nearest, never cited.
+        "nearest": {"type": "array", "items": obj({"article_id": INTEGER, "title": STRING, "section": nullable(STRING),
+                                                   "similarity": nullable({"type": "number"})},
+                                                  ["article_id", "title", "similarity"])}},
+        ["draft", "citations", "grounded"]),
     # Issue 25 (agent-work): the composer saved as typed, similar solved tickets.
     "ComposerSave": obj({"body": {"type": "string", "maxLength": BODY_MAX, "pattern": NO_NUL_PATTERN}}, ["body"],
                         closed=True),

@@ -114,7 +114,8 @@ def tickets_draft(ticket_id: int):
     """A new AI draft for the ticket: ``{draft, citations}``; ``?instruction=`` (with a language model)."""
     rt = runtime()
     work_ticket(db(), ticket_id)
-    draft = make_draft(db(), rt, rt.chat, ticket_id, link=article_link, instruction=request.args.get("instruction"))
+    draft = make_draft(db(), rt, rt.chat, ticket_id, link=article_link, instruction=request.args.get("instruction"),
+                       user_id=_my_user_id())
     db().commit()
     return jsonify(draft.to_dict())
 

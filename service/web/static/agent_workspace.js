@@ -22,6 +22,8 @@
     let saved = restored ? initial : null;  // what the server holds (null: unknown, e.g. the AI draft shown)
     let timer = null;
     let leaving = false;  // a submit of this page's own forms: the text is saved, nothing to ask
+    let inFlight = null;  // issue 34: the autosave on its way, if any (a send waits for it)
+    let sending = false;
 
     function unsent() {
       return textarea.value.trim() !== "" && (restored || textarea.value !== initial);
@@ -31,9 +33,11 @@
       clearTimeout(timer);
       timer = null;
       const body = textarea.value;
-      if (body === saved || (saved === null && body === initial)) return;
+      if (leaving || body === saved || (saved === null && body === initial)) return;
+      const request = send("PUT", composerUrl, { body: body }, keepalive);
+      inFlight = request;
       try {
-        const data = await send("PUT", composerUrl, { body: body }, keepalive);
+        const data = await request;
         saved = body;
         const when = data.composer.updated_at ? new Date(data.composer.updated_at).toLocaleTimeString() : "";
         status.textContent = data.composer.body ? "Saved " + when + "." : "";
@@ -41,6 +45,8 @@
       } catch (error) {
         status.textContent = "Not saved: " + error.message;
         status.dataset.saved = "false";
+      } finally {
+        if (inFlight === request) inFlight = null;
       }
     }
 
@@ -51,6 +57,7 @@
     });
 
     form.addEventListener("submit", function (event) {
+      if (sending) return;  // the send resumed after the autosave landed
       const notice = document.getElementById("draft-notice");
       const line = notice ? notice.dataset.notice : "";
       if (line && textarea.value.includes(line) &&
@@ -60,6 +67,13 @@
       }
       clearTimeout(timer);
       leaving = true;  // sent: the server clears the saved text with the reply
+      if (inFlight) {
+        // Issue 34: an autosave still on its way could land after the reply and refill the composer: send after it.
+        event.preventDefault();
+        sending = true;
+        const submitter = event.submitter;
+        inFlight.catch(function () {}).then(function () { form.requestSubmit(submitter); });
+      }
     });
 
     // The page's other forms reload this page (assign, regenerate, the no-script canned fallback): save first.
