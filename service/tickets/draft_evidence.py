@@ -68,9 +68,10 @@ def gather_evidence(session: Session, runtime: Runtime, ticket: Ticket, thread_t
     """Retrieve for the thread; keep the articles only if they clear the customers' answer gate; add the solved
     tickets at least SIMILAR_TICKET_MIN_SIMILARITY close to the question."""
     settings = runtime.settings
-    outcome = run_search(session, runtime.embedder, ticket_query(ticket.subject, thread_text),
-                         limit=CONTEXT_ARTICLES, weights=runtime.weights, retrieval=runtime.retrieval)
-    gate = answer_gate(outcome, settings.answer_min_similarity)
+    query = ticket_query(ticket.subject, thread_text)
+    outcome = run_search(session, runtime.embedder, query, limit=CONTEXT_ARTICLES, weights=runtime.weights,
+                         retrieval=runtime.retrieval)
+    gate = answer_gate(outcome, settings.answer_min_similarity, query=query, session=session, runtime=runtime)
     tickets = [t for t in similar_solved_tickets(session, runtime.embedder, ticket, limit=settings.similar_tickets_limit)
                if t.similarity >= settings.similar_ticket_min_similarity]
     if not gate.answerable:
