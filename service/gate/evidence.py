@@ -1,14 +1,32 @@
-"""Reading the evidence features of an answer attempt: the search outcome plus the lexical leg's view."""
+"""Reading the evidence features of an answer attempt: the search outcome, the lexical leg's view, and how close
+the question is to the cited section's heading."""
 
 from __future__ import annotations
 
+import logging
+
+import numpy as np
 from sqlalchemy.orm import Session
 
-from service.gate.features import LEXICAL_DEPTH, Features, compute_features
-from service.providers.embeddings import Embedder
+from service.gate.features import LEXICAL_DEPTH, Features, cited_heading, compute_features
+from service.providers.embeddings import Embedder, EmbeddingError, embed_narrow
 from service.retrieval.ranking import RankingWeights
 from service.retrieval.search import SearchOutcome, lexical_ranking
 from service.retrieval.sql import RetrievalSettings
+
+log = logging.getLogger(__name__)
+
+
+def heading_similarity(embedder: Embedder, query: str, heading: str) -> float | None:
+    """Cosine of the question and a heading (None if the embedder fails: the feature falls back)."""
+    try:
+        # Two calls, not one batch: the query's vector is usually cached (the search embedded it).
+        vectors = np.vstack([embed_narrow(embedder, [query]), embed_narrow(embedder, [heading])])
+    except EmbeddingError as exc:
+        log.warning("heading not embedded for the gate: %s", exc)
+        return None
+    a, b = vectors[0], vectors[1]
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
 def gather_features(session: Session, embedder: Embedder, query: str, outcome: SearchOutcome, *, floor: float,
@@ -17,4 +35,5 @@ def gather_features(session: Session, embedder: Embedder, query: str, outcome: S
     if not outcome.results or all(r.similarity is None for r in outcome.results):
         return None
     lexical = lexical_ranking(session, embedder, query, limit=LEXICAL_DEPTH, weights=weights, retrieval=retrieval)
-    return compute_features(query, outcome.results, lexical, floor)
+    heading = heading_similarity(embedder, query, cited_heading(outcome.results[0]))
+    return compute_features(query, outcome.results, lexical, floor, heading)

@@ -26,6 +26,7 @@ class Features:
     word_overlap: float  # share of the question's content words found in the cited section
     question_words: int  # the question's content words
     above_floor: int  # retrieved articles whose cosine reaches the floor
+    heading_similarity: float  # cosine between the question and the cited section's heading (else the title)
 
     def to_dict(self) -> dict:
         """JSON form stored with the ticket's gate."""
@@ -40,17 +41,24 @@ class Features:
         """The calibrator's inputs, in FEATURE_NAMES order (counts and scores on a log scale)."""
         return [self.top_similarity, self.section_similarity, self.margin, math.log1p(max(self.bm25_score, 0.0)),
                 1.0 / self.bm25_rank, float(self.legs_agree), self.word_overlap,
-                math.log1p(self.question_words), float(self.above_floor)]
+                math.log1p(self.question_words), float(self.above_floor), self.heading_similarity]
 
 
 FEATURE_NAMES = ("top_similarity", "section_similarity", "margin", "log_bm25_score", "inverse_bm25_rank",
-                 "legs_agree", "word_overlap", "log_question_words", "above_floor")
+                 "legs_agree", "word_overlap", "log_question_words", "above_floor",
+                 "heading_similarity")
+
+
+def cited_heading(result: SearchResult) -> str:
+    """What the cited section is called: its own heading, else the article's title (an FAQ entry's question)."""
+    return result.section_path[-1] if result.section_path else result.title
 
 
 def compute_features(query: str, results: Sequence[SearchResult], lexical: Sequence[tuple[int, float]],
-                     floor: float) -> Features | None:
+                     floor: float, heading_similarity: float | None = None) -> Features | None:
     """Features of answering ``query`` with ``results[0]``; ``lexical`` is the lexical leg's (article id, BM25
-    score) in rank order. None when no result carries a cosine (nothing to answer from)."""
+    score) in rank order; ``heading_similarity`` the cosine of the question and ``cited_heading`` (the section's
+    cosine when unknown). None when no result carries a cosine (nothing to answer from)."""
     scored = [r for r in results if r.similarity is not None]
     if not scored:
         return None
@@ -70,4 +78,6 @@ def compute_features(query: str, results: Sequence[SearchResult], lexical: Seque
         legs_agree=bool(lexical_ids) and lexical_ids[0] == top.id,
         word_overlap=round(len(wanted & found) / len(wanted), 6) if wanted else 0.0,
         question_words=len(wanted), above_floor=sum(1 for r in scored if r.similarity >= floor),
+        heading_similarity=round(heading_similarity if heading_similarity is not None else
+                                 (top.section_similarity or similarity), 6),
     )

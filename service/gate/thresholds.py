@@ -30,11 +30,14 @@ class CurvePoint:
 
 @dataclass(frozen=True)
 class ThresholdChoice:
-    """The chosen threshold (None: no tested threshold reached the target) and the point it gives."""
+    """The chosen threshold and the point it gives. ``target_met`` False: no tested threshold reached the target,
+    and the threshold is the best-supported one (the highest lower bound) instead; None when no threshold answers
+    MIN_ANSWERED labelled tickets."""
 
     threshold: float | None
     point: CurvePoint | None
     curve: list[CurvePoint]
+    target_met: bool
 
 
 def clopper_pearson_lower(right: int, answered: int, confidence: float) -> float:
@@ -72,4 +75,14 @@ def choose_threshold(confidences: Sequence[float], correct: Sequence[bool], *, t
         if point.precision_lower_bound is None or point.precision_lower_bound < target:
             break
         chosen = point
-    return ThresholdChoice(chosen.threshold if chosen else None, chosen, curve)
+    if chosen is not None:
+        return ThresholdChoice(chosen.threshold, chosen, curve, True)
+    best = best_supported(curve)
+    return ThresholdChoice(best.threshold if best else None, best, curve, False)
+
+
+def best_supported(curve: Sequence[CurvePoint]) -> CurvePoint | None:
+    """The point with the highest lower bound on precision (the lowest threshold among equals): the fallback
+    when the target cannot be shown, so the gate answers where the labels support it most."""
+    tested = [p for p in curve if p.answered >= MIN_ANSWERED and p.precision_lower_bound is not None]
+    return max(tested, key=lambda p: (p.precision_lower_bound, -p.threshold), default=None)

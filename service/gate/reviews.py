@@ -1,0 +1,126 @@
+"""The team's labels (issue 34 item 4) and calibration from them (item 5): reviews, the review queue's uniform
+sample, refitting, and the status GET /api/gate reports. Use cases take a session and never commit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from service.db.models import AnswerFeedback, GateCalibration, GateReview, Ticket, TicketDraft
+from service.gate.calibrator import fit_calibrator, load_default_calibrator, load_default_threshold
+from service.gate.features import Features
+from service.gate.state import active_gate
+from service.gate.thresholds import choose_threshold, curve_point, precision_curve
+
+REVIEWABLE = ("answered", "needs_agent")
+MIN_LABELS = 60  # below this many reviewed tickets (or MIN_EACH of either verdict) the default calibrator stays
+MIN_EACH = 10
+
+
+class GateTicketNotFound(LookupError):
+    """No ticket with that id."""
+
+
+class NotReviewable(ValueError):
+    """The ticket has no gate decision yet (still being answered, or failed)."""
+
+
+@dataclass(frozen=True)
+class Label:
+    """A reviewed ticket: the evidence features at answer time and the verdict."""
+
+    ticket_id: int
+    features: Features
+    correct: bool
+
+
+def record_review(session: Session, ticket_id: int, correct: bool, reviewer: str | None) -> dict:
+    """Label what the AI answered, or for a handed-off ticket what it would have answered (the rank-1 article);
+    a second review replaces the first."""
+    ticket = session.get(Ticket, ticket_id)
+    if ticket is None:
+        raise GateTicketNotFound(ticket_id)
+    if ticket.status not in REVIEWABLE or not ticket.gate:
+        raise NotReviewable(f"ticket {ticket_id} is {ticket.status}: only an answered or handed-off ticket is "
+                            "reviewed")
+    values = {"ticket_id": ticket_id, "answer_correct": correct, "reviewer": reviewer,
+              "answered": ticket.status == "answered", "confidence": ticket.gate.get("confidence")}
+    statement = insert(GateReview).values(**values)
+    session.execute(statement.on_conflict_do_update(
+        index_elements=[GateReview.ticket_id],
+        set_={**{k: statement.excluded[k] for k in values if k != "ticket_id"}, "created_at": sa.func.now()}))
+    return values
+
+
+def team_labels(session: Session) -> list[Label]:
+    """Every reviewed ticket whose gate recorded features."""
+    rows = session.execute(sa.select(GateReview.ticket_id, GateReview.answer_correct, Ticket.gate)
+                           .join(Ticket, Ticket.id == GateReview.ticket_id).order_by(GateReview.ticket_id)).all()
+    return [Label(ticket_id, Features.from_dict(gate["features"]), correct)
+            for ticket_id, correct, gate in rows if gate and gate.get("features")]
+
+
+def labels_needed(labels: list[Label]) -> int:
+    """How many more reviews a team calibration needs (0: enough)."""
+    right = sum(label.correct for label in labels)
+    return max(MIN_LABELS - len(labels), MIN_EACH - right, MIN_EACH - (len(labels) - right), 0)
+
+
+def calibrate(session: Session, *, target: float, confidence: float, actor: str | None) -> GateCalibration:
+    """Refit on the team's reviews and choose the threshold for ``target``; with too few reviews, keep the default
+    calibrator (the row says how many more are needed). Every call adds a row: the audit log."""
+    labels = team_labels(session)
+    needed = labels_needed(labels)
+    if needed:
+        calibrator, threshold, source = load_default_calibrator(), load_default_threshold(), "default"
+        summary = {"labels_needed": needed, "target_met": None,
+                   "message": f"{len(labels)} reviewed tickets: {needed} more needed before the team's own "
+                              "calibration; the default calibrator stays"}
+    else:
+        calibrator = fit_calibrator([l.features for l in labels], [l.correct for l in labels], source="team")
+        scores = [calibrator.confidence(l.features) for l in labels]
+        choice = choose_threshold(scores, [l.correct for l in labels], target=target, confidence=confidence)
+        threshold, source = (choice.threshold if choice.threshold is not None else 1.0), "team"
+        summary = {"labels_needed": 0, "target_met": choice.target_met,
+                   "message": "the lower bound reaches the target" if choice.target_met else
+                   "no threshold's lower bound reaches the target with these reviews: the threshold with the "
+                   "highest lower bound is used"}
+    row = GateCalibration(actor=actor, source=source, target_precision=target, confidence_level=confidence,
+                          threshold=threshold, labels=len(labels), calibrator=calibrator.to_dict(), summary=summary)
+    session.add(row)
+    session.flush()
+    return row
+
+
+def label_counts(session: Session) -> dict[str, int]:
+    """Labels by source: reviews (used), customer feedback and used drafts (shown beside them, not used)."""
+    reviews = session.scalar(sa.select(sa.func.count()).select_from(GateReview)) or 0
+    feedback = session.scalar(sa.select(sa.func.count()).select_from(AnswerFeedback)) or 0
+    drafts = session.scalar(sa.select(sa.func.count()).select_from(TicketDraft)
+                            .where(TicketDraft.used_by_message_id.is_not(None))) or 0
+    return {"reviews": reviews, "customer_feedback": feedback, "drafts_used": drafts}
+
+
+def gate_status(session: Session, *, default_target: float, default_confidence: float) -> dict:
+    """What GET /api/gate returns: the gate in force, its estimate on the team's reviews, and the curve."""
+    gate = active_gate(session)
+    row = gate.calibration
+    target = row.target_precision if row else default_target
+    level = row.confidence_level if row else default_confidence
+    labels = team_labels(session)
+    scores = [gate.calibrator.confidence(l.features) for l in labels]
+    correct = [l.correct for l in labels]
+    point = curve_point(scores, correct, gate.threshold, level) if labels else None
+    return {
+        "target_precision": target, "confidence_level": level, "threshold": gate.threshold,
+        "labels": len(labels), "labels_needed": labels_needed(labels), "label_sources": label_counts(session),
+        "source": gate.source, "estimated_precision": point.precision if point else None,
+        "precision_lower_bound": point.precision_lower_bound if point else None,
+        "coverage": point.coverage if point else None,
+        "calibrated_at": row.created_at.isoformat() if row else None,
+        "message": (row.summary or {}).get("message") if row else None,
+        "curve": [p.to_dict() for p in precision_curve(scores, correct, level)[4::5]] if labels else [],
+    }
