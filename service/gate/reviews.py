@@ -124,3 +124,38 @@ def gate_status(session: Session, *, default_target: float, default_confidence: 
         "message": (row.summary or {}).get("message") if row else None,
         "curve": [p.to_dict() for p in precision_curve(scores, correct, level)[4::5]] if labels else [],
     }
+
+
+# A ticket's place in the uniform sample: a hash of its id, so the draw never depends on what it says or who
+# opened it, and a ticket stays in (or out of) the sample whenever the queue is read.
+SAMPLE_QUEUE_SQL = sa.text("""
+    SELECT t.id, t.subject, t.body, t.status, (t.gate ->> 'confidence')::float AS confidence,
+           c.article_id, c.article_title, c.section_label
+    FROM tickets t
+    LEFT JOIN ticket_citations c ON c.ticket_id = t.id AND c.rank = 1
+    WHERE t.status IN ('answered', 'needs_agent') AND t.gate ? 'features'
+      AND NOT EXISTS (SELECT 1 FROM gate_reviews r WHERE r.ticket_id = t.id)
+      AND ('x' || substr(md5('review-sample:' || t.id::text), 1, 8))::bit(32)::bigint / 4294967296.0 < :rate
+    ORDER BY t.id DESC
+    LIMIT :limit
+""")
+
+
+@dataclass(frozen=True)
+class QueuedTicket:
+    """A sampled, not yet reviewed ticket and the article the AI answered (or would have answered) from."""
+
+    ticket_id: int
+    subject: str
+    body: str
+    status: str
+    confidence: float | None
+    article_id: int | None
+    article_title: str | None
+    section_label: str | None
+
+
+def review_queue(session: Session, *, rate: float, limit: int) -> list[QueuedTicket]:
+    """The uniform random sample (share ``rate``) of answered and handed-off tickets awaiting a review."""
+    rows = session.execute(SAMPLE_QUEUE_SQL, {"rate": rate, "limit": limit}).all()
+    return [QueuedTicket(*row) for row in rows]
