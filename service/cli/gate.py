@@ -15,6 +15,7 @@ from service.cli.context import connect
 from service.gate.calibrator import DEFAULT_FILE, fit_calibrator, load_default_calibrator, load_default_threshold
 from service.gate.evaluation import Attempt, answerability_report, ask_all
 from service.gate.features import Features
+from service.gate.reviews import calibrate, gate_status
 from service.gate.thresholds import choose_threshold
 from service.retrieval.evaluation import EvalSet
 
@@ -82,3 +83,46 @@ def fit_default(attempts: tuple[Path, ...], target: float, confidence: float, ou
                                "confidence_level": confidence, "threshold": threshold,
                                "calibrator": calibrator.to_dict()}, indent=2) + "\n", encoding="utf-8")
     click.echo(f"fitted on {len(pooled)} attempts; threshold {threshold} for target {target}; wrote {out}")
+
+
+def _print_status(status: dict, as_json: bool) -> None:
+    """The gate's status as JSON or a few lines."""
+    if as_json:
+        click.echo(json.dumps(status))
+        return
+    click.echo(f"source {status['source']}, threshold {status['threshold']:.3f}, target precision "
+               f"{status['target_precision']:.3f} at {status['confidence_level']:.0%} confidence")
+    click.echo(f"labels {status['labels']} (reviews; {status['labels_needed']} more needed for a team fit); "
+               f"by source {status['label_sources']}")
+    click.echo(f"on the reviews: precision {_pct(status['estimated_precision'])}, lower bound "
+               f"{_pct(status['precision_lower_bound'])}, coverage {_pct(status['coverage'])}")
+    if status.get("message"):
+        click.echo(status["message"])
+
+
+@gate.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print GET /api/gate's JSON.")
+def status_command(as_json: bool) -> None:
+    """The gate in force: source, threshold, target, labels and the estimate on the team's reviews."""
+    runtime = connect()
+    with runtime.session() as session:
+        status = gate_status(session, default_target=runtime.settings.answer_target_precision,
+                             default_confidence=runtime.settings.answer_confidence_level)
+    _print_status(status, as_json)
+
+
+@gate.command("calibrate")
+@click.option("--target", type=click.FloatRange(0.5, 0.999, min_open=True, max_open=True), required=True,
+              help="Target precision among answered tickets.")
+@click.option("--confidence", type=click.FloatRange(0.5, 1.0, max_open=True), default=None,
+              help="Confidence of the lower bound (default ANSWER_CONFIDENCE_LEVEL).")
+@click.option("--json", "as_json", is_flag=True, help="Print GET /api/gate's JSON after calibrating.")
+def calibrate_command(target: float, confidence: float | None, as_json: bool) -> None:
+    """Refit the gate on the team's reviews and choose the threshold for TARGET (written to the audit log)."""
+    runtime = connect()
+    level = confidence if confidence is not None else runtime.settings.answer_confidence_level
+    with runtime.session() as session:
+        calibrate(session, target=target, confidence=level, actor="cli")
+    with runtime.session() as session:
+        status = gate_status(session, default_target=target, default_confidence=level)
+    _print_status(status, as_json)
