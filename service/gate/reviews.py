@@ -159,3 +159,11 @@ def review_queue(session: Session, *, rate: float, limit: int) -> list[QueuedTic
     """The uniform random sample (share ``rate``) of answered and handed-off tickets awaiting a review."""
     rows = session.execute(SAMPLE_QUEUE_SQL, {"rate": rate, "limit": limit}).all()
     return [QueuedTicket(*row) for row in rows]
+
+
+def answered_share(session: Session, *, days: int = 30) -> tuple[int, int]:
+    """(answered by the AI, answered or handed off) over the last ``days``."""
+    row = session.execute(sa.select(
+        sa.func.count().filter(Ticket.status == "answered"), sa.func.count())
+        .where(Ticket.status.in_(REVIEWABLE), Ticket.created_at >= sa.func.now() - sa.text(f"interval '{int(days)} days'"))).one()
+    return int(row[0]), int(row[1])
