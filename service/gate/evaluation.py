@@ -124,6 +124,27 @@ def cross_fit(attempts: Sequence[Attempt], *, target: float, confidence: float, 
     return measure(measured, answered), thresholds
 
 
+def team_protocol(attempts: Sequence[Attempt], *, target: float, confidence: float, floor: float, seed: int,
+                  labelled: int = 150, asked: int = 200, repeats: int = 10) -> dict:
+    """The issue's held-out check on a dev set: review ``labelled`` questions, calibrate, ask ``asked`` others;
+    repeated over seeded draws, the mean figures and the worst precision."""
+    runs: list[GateFigures] = []
+    for repeat in range(repeats):
+        order = list(attempts)
+        random.Random(seed * 1000 + repeat).shuffle(order)
+        reviewed, later = order[:labelled], order[labelled:labelled + asked]
+        calibrator, threshold = calibrate_on(reviewed, target=target, confidence=confidence)
+        runs.append(measure(later, calibrated_answers(later, calibrator, threshold, floor)))
+
+    def mean(name: str) -> float:
+        return sum(getattr(r, name) or 0.0 for r in runs) / len(runs)
+
+    return {"labelled": labelled, "asked": asked, "repeats": repeats, "precision": mean("precision"),
+            "worst_precision": min(r.precision or 0.0 for r in runs), "answered_share": mean("answered") / asked,
+            "coverage_of_answerable": mean("coverage_of_answerable"),
+            "unanswerable_answered": mean("unanswerable_answered")}
+
+
 def answerability_report(attempts: Sequence[Attempt], *, floor: float, default: Calibrator,
                          default_threshold: float, target: float, confidence: float, seed: int) -> dict:
     """The figures `supportrag eval --answerability` prints."""
@@ -138,5 +159,6 @@ def answerability_report(attempts: Sequence[Attempt], *, floor: float, default: 
         "default_calibrator": {"threshold": default_threshold} | measure(
             attempts, calibrated_answers(attempts, default, default_threshold, floor)).to_dict(),
         "calibrated_cross_fitted": {"target_precision": target, "thresholds": thresholds} | crossed.to_dict(),
+        "team_150_then_200": team_protocol(attempts, target=target, confidence=confidence, floor=floor, seed=seed),
         "curve": [p.to_dict() for p in curve[::10]],
     }
