@@ -131,3 +131,18 @@ def test_the_review_queue_samples_answered_and_handed_off_tickets_not_yet_review
     assert all(t["answer"] for t in queued)
     client.post(f"/api/tickets/{ids[0]}/review", json={"answer_correct": True})
     assert ids[0] not in {t["ticket_id"] for t in client.get("/api/gate/review-queue").get_json()["tickets"]}
+
+
+def test_the_ai_answers_page_shows_the_answered_share_and_refuses_a_bad_target(seeded, client, admin_client,
+                                                                             runtime):
+    statuses = [ask(client, q)["ticket"]["status"] for q in ON_TOPIC[:3] + OFF_TOPIC[:3]]
+    share = sum(s == "answered" for s in statuses) / len(statuses)
+    page = admin_client.get("/admin/ai-answers").get_data(as_text=True)
+    assert f'id="answered-share">{share * 100:.1f}%<' in page and 'id="no-curve"' in page
+    token = page.split('name="csrf_token" value="')[1].split('"')[0]
+    refused = admin_client.post("/admin/ai-answers/calibrate", data={"target_precision": "0.3",
+                                                                     "csrf_token": token})
+    assert refused.status_code == 302
+    assert "must be between" in admin_client.get("/admin/ai-answers").get_data(as_text=True)
+    with runtime.session() as session:
+        assert session.scalar(sa.select(sa.func.count()).select_from(GateCalibration)) == 0

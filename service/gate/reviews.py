@@ -165,5 +165,6 @@ def answered_share(session: Session, *, days: int = 30) -> tuple[int, int]:
     """(answered by the AI, answered or handed off) over the last ``days``."""
     row = session.execute(sa.select(
         sa.func.count().filter(Ticket.status == "answered"), sa.func.count())
-        .where(Ticket.status.in_(REVIEWABLE), Ticket.created_at >= sa.func.now() - sa.text(f"interval '{int(days)} days'"))).one()
+        .where(Ticket.status.in_(REVIEWABLE),
+               Ticket.created_at >= sa.func.now() - sa.func.make_interval(0, 0, 0, days))).one()
     return int(row[0]), int(row[1])
