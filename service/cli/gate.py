@@ -44,9 +44,13 @@ def run_answerability(eval_set: EvalSet, fraction: float, seed: int, *, attempts
     click.echo(f"{report['questions']} questions, {report['answerable']} answerable, held back {fraction:.0%} "
                f"(seed {seed})")
     click.echo(f"{'gate':>24}  answered  precision  coverage  unanswerable answered")
-    report["team_150_then_200"]["answered"] = round(report["team_150_then_200"]["answered_share"] * 200)
+    if report["team_150_then_200"]:
+        report["team_150_then_200"]["answered"] = round(report["team_150_then_200"]["answered_share"] * 200)
     for name in ("fixed_floor", "default_calibrator", "calibrated_cross_fitted", "team_150_then_200"):
         row = report[name]
+        if row is None:
+            click.echo(f"{name:>24}  too few questions")
+            continue
         click.echo(f"{name:>24}  {row['answered']:>8}  {_pct(row['precision']):>9}  "
                    f"{_pct(row['coverage_of_answerable']):>8}  {_pct(row['unanswerable_answered']):>22}")
 

@@ -125,9 +125,11 @@ def cross_fit(attempts: Sequence[Attempt], *, target: float, confidence: float, 
 
 
 def team_protocol(attempts: Sequence[Attempt], *, target: float, confidence: float, floor: float, seed: int,
-                  labelled: int = 150, asked: int = 200, repeats: int = 10) -> dict:
+                  labelled: int = 150, asked: int = 200, repeats: int = 10) -> dict | None:
     """The issue's held-out check on a dev set: review ``labelled`` questions, calibrate, ask ``asked`` others;
-    repeated over seeded draws, the mean figures and the worst precision."""
+    repeated over seeded draws, the mean figures and the worst precision (None: the set is too small)."""
+    if len(attempts) < labelled + asked:
+        return None
     runs: list[GateFigures] = []
     for repeat in range(repeats):
         order = list(attempts)
