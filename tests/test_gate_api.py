@@ -129,6 +129,11 @@ def test_the_review_queue_samples_answered_and_handed_off_tickets_not_yet_review
     queued = client.get("/api/gate/review-queue").get_json()["tickets"]
     assert {t["ticket_id"] for t in queued} == set(ids)
     assert all(t["answer"] for t in queued)
+    assert all(t["customer_helpful"] is None for t in queued)
+    client.post(f"/api/tickets/{ids[1]}/feedback", json={"helpful": False})
+    shown = {t["ticket_id"]: t for t in client.get("/api/gate/review-queue").get_json()["tickets"]}
+    assert shown[ids[1]]["customer_helpful"] is False  # shown beside the review, not counted as one
+    assert client.get("/api/gate").get_json()["labels"] == 0
     client.post(f"/api/tickets/{ids[0]}/review", json={"answer_correct": True})
     assert ids[0] not in {t["ticket_id"] for t in client.get("/api/gate/review-queue").get_json()["tickets"]}
 

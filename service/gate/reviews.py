@@ -130,7 +130,9 @@ def gate_status(session: Session, *, default_target: float, default_confidence: 
 # opened it, and a ticket stays in (or out of) the sample whenever the queue is read.
 SAMPLE_QUEUE_SQL = sa.text("""
     SELECT t.id, t.subject, t.body, t.status, (t.gate ->> 'confidence')::float AS confidence,
-           c.article_id, c.article_title, c.section_label
+           c.article_id, c.article_title, c.section_label,
+           (SELECT f.helpful FROM answer_feedback f WHERE f.ticket_id = t.id ORDER BY f.id DESC LIMIT 1)
+               AS customer_helpful
     FROM tickets t
     LEFT JOIN ticket_citations c ON c.ticket_id = t.id AND c.rank = 1
     WHERE t.status IN ('answered', 'needs_agent') AND t.gate ? 'features'
@@ -153,6 +155,7 @@ class QueuedTicket:
     article_id: int | None
     article_title: str | None
     section_label: str | None
+    customer_helpful: bool | None  # the customer's own verdict, shown beside the review (never used as a label)
 
 
 def review_queue(session: Session, *, rate: float, limit: int) -> list[QueuedTicket]:

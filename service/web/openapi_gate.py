@@ -31,7 +31,7 @@ GATE_SCHEMAS: dict[str, Any] = {
     "ReviewQueue": obj({"tickets": {"type": "array", "items": obj({
         "ticket_id": INTEGER, "subject": STRING, "body": STRING, "status": STRING, "confidence": nullable(NUMBER),
         "article_id": nullable(INTEGER), "article_title": nullable(STRING), "section_label": nullable(STRING),
-        "answer": nullable(STRING)}, ["ticket_id", "status"])}}, ["tickets"]),
+        "customer_helpful": nullable(BOOLEAN), "answer": nullable(STRING)}, ["ticket_id", "status"])}}, ["tickets"]),
 }
 
 
