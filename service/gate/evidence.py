@@ -20,8 +20,9 @@ log = logging.getLogger(__name__)
 def heading_similarity(embedder: Embedder, query: str, heading: str) -> float | None:
     """Cosine of the question and a heading (None if the embedder fails: the feature falls back)."""
     try:
-        # Two calls, not one batch: the query's vector is usually cached (the search embedded it).
-        vectors = np.vstack([embed_narrow(embedder, [query]), embed_narrow(embedder, [heading])])
+        # One batch of two short texts (a few milliseconds locally); the search's own query vector is not
+        # returned by run_search, and re-embedding the query is cheaper than widening that contract.
+        vectors = embed_narrow(embedder, [query, heading])
     except EmbeddingError as exc:
         log.warning("heading not embedded for the gate: %s", exc)
         return None
