@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from service.gate.features import LEXICAL_DEPTH, Features, cited_heading, compute_features
@@ -35,6 +36,12 @@ def gather_features(session: Session, embedder: Embedder, query: str, outcome: S
     """The features of answering ``query`` with the outcome's rank-1 article (None without a cosine)."""
     if not outcome.results or all(r.similarity is None for r in outcome.results):
         return None
-    lexical = lexical_ranking(session, embedder, query, limit=LEXICAL_DEPTH, weights=weights, retrieval=retrieval)
+    try:
+        with session.begin_nested():  # a cancelled BM25 statement (and its timeout setting) spoils only this
+            lexical = lexical_ranking(session, embedder, query, limit=LEXICAL_DEPTH, weights=weights,
+                                      retrieval=retrieval)
+    except OperationalError as exc:  # the keyword leg timed out: the features say it found nothing
+        log.warning("lexical leg failed for the gate's features: %s", exc)
+        lexical = []
     heading = heading_similarity(embedder, query, cited_heading(outcome.results[0]))
     return compute_features(query, outcome.results, lexical, floor, heading)
