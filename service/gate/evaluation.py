@@ -89,18 +89,22 @@ def floor_answers(attempts: Sequence[Attempt], floor: float) -> list[bool]:
     return [a.features is not None and a.features.top_similarity >= floor for a in attempts]
 
 
-def calibrated_answers(attempts: Sequence[Attempt], calibrator: Calibrator, threshold: float | None,
+def calibrated_answers(attempts: Sequence[Attempt], calibrator: Calibrator | None, threshold: float | None,
                        floor: float) -> list[bool]:
     """The calibrated gate: confidence reaches the threshold (and the cosine the floor)."""
-    if threshold is None:
+    if calibrator is None or threshold is None:
         return [False] * len(attempts)
     return [a.features is not None and a.features.top_similarity >= floor
             and calibrator.confidence(a.features) >= threshold for a in attempts]
 
 
-def calibrate_on(attempts: Sequence[Attempt], *, target: float, confidence: float) -> tuple[Calibrator, float | None]:
-    """A team calibrator and threshold from labelled attempts (what POST /api/gate/calibrate does)."""
+def calibrate_on(attempts: Sequence[Attempt], *, target: float,
+                 confidence: float) -> tuple[Calibrator | None, float | None]:
+    """A team calibrator and threshold from labelled attempts (what POST /api/gate/calibrate does); (None, None)
+    when the labels hold only one outcome (nothing to fit: the gate answers nothing)."""
     usable = [a for a in attempts if a.features is not None]
+    if len({a.correct for a in usable}) < 2:
+        return None, None
     calibrator = fit_calibrator([a.features for a in usable], [a.correct for a in usable], source="team")
     scores = [calibrator.confidence(a.features) for a in usable]
     return calibrator, choose_threshold(scores, [a.correct for a in usable], target=target,
