@@ -202,6 +202,21 @@ class Settings:
     answer_min_similarity: float = number(
         "ANSWER_MIN_SIMILARITY", 0.30, "answerability gate: below this best cosine similarity a ticket goes to an "
         "agent", area=TICKETS, low=-1.0, high=1.0)
+    answer_gate: str = text(
+        "ANSWER_GATE", "calibrated", "`calibrated`: answer when the calibrated confidence reaches the threshold chosen "
+        "for `ANSWER_TARGET_PRECISION` (and the best cosine reaches `ANSWER_MIN_SIMILARITY`); `floor`: the best "
+        "cosine alone decides (docs/answer-gate.md says what that costs)", area=TICKETS,
+        choices=("calibrated", "floor"))
+    answer_target_precision: float = number(
+        "ANSWER_TARGET_PRECISION", 0.90, "calibrated gate: the precision among answered tickets the threshold is "
+        "chosen for (`supportrag gate calibrate`, the AI answers page)", area=TICKETS,
+        check=lambda value: 0.5 < value < 0.999, rule="between 0.5 and 0.999 (exclusive)")
+    answer_confidence_level: float = number(
+        "ANSWER_CONFIDENCE_LEVEL", 0.90, "calibrated gate: the confidence of the Clopper–Pearson lower bound on "
+        "precision", area=TICKETS, check=lambda value: 0.5 <= value < 1.0, rule="at least 0.5, below 1")
+    review_sample_rate: float = number(
+        "REVIEW_SAMPLE_RATE", 0.10, "share of answered and handed-off tickets drawn, uniformly at random, into the "
+        "workspace's review queue", area=TICKETS, low=0.0, high=1.0)
     llm_api_key: str | None = text(
         "LLM_API_KEY", None, "key of the OpenAI-compatible chat API; with `LLM_BASE_URL` unset too, answers are "
         "extractive", area=TICKETS, secret=True)

@@ -605,8 +605,10 @@ def test_ticket_at_the_maximum_subject_and_body_length_is_answered_not_failed(se
 
     ticket = post_ticket(client, fields)
 
-    assert ticket["status"] == "answered", ticket["error"]
-    assert ticket["error"] is None
+    # The calibrated gate (issue 34) may hand this repetitive ticket off (its cosine is 0.53): either outcome is
+    # a decision, never a failure.
+    assert ticket["status"] in ("answered", "needs_agent"), ticket["error"]
+    assert ticket["error"] is None and ticket["gate"]["confidence"] is not None
     assert ticket["citations"][0]["title"] == "How to request a refund"
 
 

@@ -146,10 +146,20 @@ def reembed(batch_size: int) -> None:
 @click.option("--granularity", type=click.Choice(["section", "article"]), help="Override RETRIEVAL_GRANULARITY.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object (one per mode, keyed by mode, if several).")
+@click.option("--answerability", type=float, metavar="FRACTION",
+              help="Hold back this fraction of the articles and measure the answer gate instead (issue 34).")
+@click.option("--seed", type=int, default=0, show_default=True, help="With --answerability: the hold-back seed.")
+@click.option("--attempts-out", type=click.Path(dir_okay=False, path_type=Path),
+              help="With --answerability: save every attempt's features and label (for `gate fit-default`).")
 def eval_command(corpus: Path, queries: Path, qrels: Path, modes: tuple[str, ...], fusion: str | None,
-                 vector_weight: float | None, granularity: str | None, as_json: bool) -> None:
+                 vector_weight: float | None, granularity: str | None, as_json: bool,
+                 answerability: float | None, seed: int, attempts_out: Path | None) -> None:
     """Measure search on CORPUS.jsonl / QUERIES.jsonl / QRELS.tsv in a throwaway schema."""
     eval_set = load_eval_set(corpus, queries, qrels)
+    if answerability is not None:
+        from service.cli.gate import run_answerability  # here: scikit-learn only for this variant
+        run_answerability(eval_set, answerability, seed, attempts_out=attempts_out, as_json=as_json)
+        return
     runtime = connect(seed=False)
     base = runtime.retrieval
     if fusion:

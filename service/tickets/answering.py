@@ -44,11 +44,18 @@ class GateDecision:
     top_similarity: float | None
     min_similarity: float
     reason: str
+    # The calibrated gate (service.gate): P(answer right), the threshold it had to reach, the evidence features
+    # and where the calibrator came from ("default" | "team"); None under the plain floor.
+    confidence: float | None = None
+    threshold: float | None = None
+    features: dict | None = None
+    calibration: str | None = None
 
     def to_dict(self) -> dict:
         """JSON form stored with the ticket."""
         return {"answerable": self.answerable, "top_similarity": self.top_similarity,
-                "min_similarity": self.min_similarity, "reason": self.reason}
+                "min_similarity": self.min_similarity, "reason": self.reason, "confidence": self.confidence,
+                "threshold": self.threshold, "features": self.features, "calibration": self.calibration}
 
 
 def decide_answerability(similarities: Sequence[float], min_similarity: float) -> GateDecision:

@@ -145,7 +145,7 @@ def gather_evidence(session: Session, runtime: Runtime, ticket: Ticket, thread_t
     query = ticket_query(ticket.subject, thread_text)
     outcome = run_search(session, runtime.embedder, query, limit=CONTEXT_ARTICLES, weights=runtime.weights,
                          retrieval=runtime.retrieval)
-    gate = answer_gate(outcome, settings.answer_min_similarity)
+    gate = answer_gate(outcome, settings.answer_min_similarity, query=query, session=session, runtime=runtime)
     sent = sent_to_customer(session, ticket.id)
     found = [t for t in similar_solved_tickets(session, runtime.embedder, ticket, limit=settings.similar_tickets_limit)
              if t.similarity >= settings.similar_ticket_min_similarity]
@@ -156,7 +156,8 @@ def gather_evidence(session: Session, runtime: Runtime, ticket: Ticket, thread_t
     contents = matched_texts(session, outcome.results)
     results = [r for r in outcome.results if not already_sent(readable(best_passage(contents[r.id], query)), sent)]
     # What is left must clear the same gate on its own: the runner-up of an answer already sent may be far off.
-    if len(results) < len(outcome.results) and not answer_gate(replace(outcome, results=results),
-                                                                settings.answer_min_similarity).answerable:
+    if len(results) < len(outcome.results) and not answer_gate(
+            replace(outcome, results=results), settings.answer_min_similarity, query=query, session=session,
+            runtime=runtime).answerable:
         return Evidence([], {}, tickets, ALREADY_SENT_NOTICE, nearest_articles(results), sent)
     return Evidence(results, {r.id: contents[r.id] for r in results}, tickets, None, sent=sent)

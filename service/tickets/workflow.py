@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sqlalchemy as sa
 
+from sqlalchemy.orm import Session
+
 from service.db.models import Article, Ticket, TicketAnswer, TicketCitation, TicketMessage
+from service.gate.evidence import gather_features
+from service.gate.state import active_gate, confidence_of
 from service.knowledge.sections import PATH_SEPARATOR as SECTION_SEPARATOR
 from service.providers.llm import ChatModel, LLMError
 from service.retrieval.search import DEGRADED_EMBEDDING, SearchOutcome, SearchResult, run_search
@@ -110,12 +114,31 @@ def _llm_draft(chat: ChatModel, results: list[SearchResult], contents: dict[int,
                  reason=reason, cited=valid, **usage)
 
 
-def answer_gate(outcome: SearchOutcome, min_similarity: float) -> GateDecision:
+def answer_gate(outcome: SearchOutcome, min_similarity: float, *, query: str | None = None,
+                session: Session | None = None, runtime: Runtime | None = None) -> GateDecision:
     """Whether the retrieved articles may answer: the best cosine reaches the floor (every word must match when
-    the embedder is down and there is no cosine to gate on)."""
+    the embedder is down and there is no cosine to gate on); given the query, a session and the runtime, the
+    calibrated confidence must also reach the threshold in force (issue 34; ANSWER_GATE=floor turns that off).
+    Every path that answers or drafts calls this one function."""
     if outcome.degraded == DEGRADED_EMBEDDING:
         return decide_answerability_by_keywords(len(outcome.results), outcome.all_words_matches > 0)
-    return decide_answerability([r.similarity for r in outcome.results if r.similarity is not None], min_similarity)
+    decision = decide_answerability([r.similarity for r in outcome.results if r.similarity is not None],
+                                    min_similarity)
+    if query is None or session is None or runtime is None or runtime.settings.answer_gate != "calibrated":
+        return decision
+    features = gather_features(session, runtime.embedder, query, outcome, floor=min_similarity,
+                               weights=runtime.weights, retrieval=runtime.retrieval)
+    gate = active_gate(session)
+    confidence = confidence_of(features, gate)
+    decided = replace(decision, confidence=confidence, threshold=gate.threshold, calibration=gate.source,
+                      features=features.to_dict() if features else None)
+    if not decision.answerable or confidence is None:
+        return decided
+    verdict = "reaches" if confidence >= gate.threshold else "is below"
+    reason = f"confidence {confidence:.3f} {verdict} the threshold {gate.threshold:.3f} ({gate.source} calibration)"
+    if confidence < gate.threshold:
+        return replace(decided, answerable=False, reason=reason)
+    return replace(decided, reason=f"{reason}; {decision.reason}")
 
 
 def matched_texts(session, results: list[SearchResult]) -> dict[int, str]:
@@ -217,7 +240,8 @@ def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: i
                              retrieval=runtime.retrieval)
         results = outcome.results
         retrieval_ms = (time.perf_counter() - retrieval_started) * 1000
-        gate = answer_gate(outcome, runtime.settings.answer_min_similarity)
+        gate = answer_gate(outcome, runtime.settings.answer_min_similarity, query=query, session=session,
+                           runtime=runtime)
         contents = matched_texts(session, results)
     gate_record = gate.to_dict() | ({"degraded": outcome.degraded} if outcome.degraded else {})
     if not gate.answerable:

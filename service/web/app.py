@@ -25,6 +25,8 @@ from service.web.api import api, health
 from service.web.attachments import attachments
 from service.web.desk import desk_api
 from service.web.errors import register_error_handlers
+from service.web.gate import gate_api
+from service.web.admin.gate_pages import admin_gate
 from service.web.headers import add_security_headers
 from service.web.help.pages import help_pages, help_root
 from service.web.inbound import inbound
@@ -74,6 +76,8 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.register_blueprint(inbound)
     init_mail_views(app)  # failed outgoing e-mail: retry API, workspace button, dashboard count
     app.register_blueprint(attachments)
+    app.register_blueprint(gate_api)
+    app.register_blueprint(admin_gate)
     register_desk(app)  # the one ticket list, team panel, settings, CSAT (issue 25 items 4-6)
     register_error_handlers(app)
 

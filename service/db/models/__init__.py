@@ -4,7 +4,7 @@ Import from here (``from service.db.models import Article``); the submodules spl
 ``base`` (declarative base, column types, app state), ``knowledge``, ``bm25`` (its statistics), ``tickets``,
 ``accounts``, ``agents`` (thread, transitions, drafts, outbox, canned replies), ``learning`` (candidates, importance
 proposals and the importance audit log), ``search_vectors`` (what the exact scan reads, kept by triggers), ``ticket_vectors`` (ticket questions),
-``inbound`` (received e-mail, stored before it is parsed); ``intake`` (the IMAP poller's place in each folder); ``team`` (tags, reads, presence, ratings).
+``inbound`` (received e-mail, stored before it is parsed); ``intake`` (the IMAP poller's place in each folder); ``team`` (tags, reads, presence, ratings); ``gate`` (answer reviews, gate calibrations).
 """
 
 from service.db.models.accounts import (
@@ -32,6 +32,7 @@ from service.db.models.agents import (
 from service.db.models.base import AppState, Base, BinaryVector, length_between
 from service.db.models.bm25 import Bm25Term, Bm25Totals
 from service.db.models.composer import ComposerText
+from service.db.models.gate import GATE_SOURCES, GateCalibration, GateReview
 from service.db.models.inbound import INBOUND_STATUSES, InboundEmail
 from service.db.models.intake import ImapFolder
 from service.db.models.knowledge import (
@@ -81,4 +82,5 @@ __all__ = [
     "LoginThrottle", "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation",
     "length_between", "search_vectors", "ticket_vectors",
     "PRESENCE_ACTIVITIES", "TAG_PATTERN", "TicketPresence", "TicketRating", "TicketRead", "TicketTag",
+    "GATE_SOURCES", "GateCalibration", "GateReview",
 ]
