@@ -4,6 +4,7 @@ solved tickets as evidence, and the rough edges (landing page, admin-only button
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 import sqlalchemy as sa
@@ -25,6 +26,13 @@ VAT = "My invoice shows the wrong VAT number for my company"
 VAT_AGAIN = "The VAT number printed on my company's invoice is wrong"
 VAT_REPLY = ("Hello, I have corrected the VAT number on invoice 44112233 and sent the new PDF to "
              "bo@example.com. Call +44 20 7946 0958 if anything is still wrong. Best regards")
+
+
+@pytest.fixture
+def settings(settings):
+    """The floor gate: a grounded draft here is the runner-up after the answer the customer got, a close call the
+    calibrated gate hands off (its own choices are tested in tests/test_gate_*)."""
+    return replace(settings, answer_gate="floor")
 
 
 def _agent_client(app, runtime, username: str, password: str, display_name: str | None = None):

@@ -31,6 +31,13 @@ RESET_REPLY = ("Hi Bo,\n\nI re-sent the reset link from our side for account 998
 VAT = "My invoice shows the wrong VAT number for my company"  # no seed article clears the 0.30 gate
 
 
+@pytest.fixture
+def settings(settings):
+    """The floor gate: these tests are about how a draft follows a thread (a follow-up mixing two questions, the
+    runner-up after an answer already sent); the calibrated gate's own choices are tested in tests/test_gate_*."""
+    return replace(settings, answer_gate="floor")
+
+
 def _agent(app, runtime):
     with runtime.session() as session:
         create_admin(session, AGENT, AGENT_PASSWORD, role="agent")
