@@ -34,6 +34,8 @@ from service.web.mail import init_mail_views
 from service.web.openapi import openapi, refuse_unknown_query_parameters
 from service.web.requests import check_query_string
 from service.web.tickets import tickets_api
+from service.web.versions import versions_api
+from service.web.admin.history import admin_history
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,8 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     init_mail_views(app)  # failed outgoing e-mail: retry API, workspace button, dashboard count
     app.register_blueprint(attachments)
     register_desk(app)  # the one ticket list, team panel, settings, CSAT (issue 25 items 4-6)
+    app.register_blueprint(versions_api)  # issue 36: article history
+    app.register_blueprint(admin_history)
     register_error_handlers(app)
 
     @app.teardown_appcontext

@@ -16,6 +16,7 @@ from service.validation import QUERY_MAX
 from service.web.access import PUBLIC_ENDPOINTS, is_public
 from service.web.errors import ApiError
 from service.web.openapi_desk import DESK_SCHEMAS, desk_list_parameters, desk_operations
+from service.web.openapi_privacy import PRIVACY_SCHEMAS, privacy_operations
 from service.web.openapi_schemas import SCHEMAS, ref
 
 openapi = Blueprint("openapi", __name__, url_prefix="/api")
@@ -148,6 +149,7 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
      "The article's importance audit log: who, when, from → to, why", None, ("200", "ImportanceChanges"),
      [_path_id("article_id")]),
     *desk_operations(_query, _path_id, SECRET_HEADER),
+    *privacy_operations(_query, _path_id),
     ("/api/openapi.json", "get", "openapi.spec", "This description", None, ("200", None), []),
     ("/api/docs", "get", "openapi.docs", "This description as a page", None, ("200", None), []),
 ]
@@ -211,7 +213,7 @@ def build_spec(settings: Settings) -> dict[str, Any]:
             "Support-ticket answering on PostgreSQL + pgvector. Every error has one shape (`Error`); "
             "unknown fields are refused by name.")},
         "paths": paths,
-        "components": {"schemas": SCHEMAS | DESK_SCHEMAS,
+        "components": {"schemas": SCHEMAS | DESK_SCHEMAS | PRIVACY_SCHEMAS,
                        "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer",
                                                           "description": "`supportrag token create`"}}},
     }

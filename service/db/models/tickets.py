@@ -123,6 +123,8 @@ class TicketCitation(Base):
     # The matched section at answer time ("Title › Heading"; NULL for the lead or keyword-only answers).
     section_label: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     section_similarity: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    # The article's version when it was quoted, filled in by a trigger (migration 0031).
+    article_version: Mapped[int | None] = mapped_column(sa.Integer, nullable=True)
 
     __table_args__ = (
         sa.Index("ticket_citations_ticket", "ticket_id"),
