@@ -36,6 +36,7 @@ from service.web.requests import check_query_string
 from service.web.tickets import tickets_api
 from service.web.versions import versions_api
 from service.web.admin.history import admin_history
+from service.web.privacy import privacy_api
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     register_desk(app)  # the one ticket list, team panel, settings, CSAT (issue 25 items 4-6)
     app.register_blueprint(versions_api)  # issue 36: article history
     app.register_blueprint(admin_history)
+    app.register_blueprint(privacy_api)  # issue 36: customer export and erasure
     register_error_handlers(app)
 
     @app.teardown_appcontext
