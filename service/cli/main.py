@@ -23,6 +23,7 @@ LAZY_COMMANDS = {
     "synonyms": "service.cli.synonyms:synonyms", "mail": "service.cli.mail:mail",
     "candidates": "service.cli.learning:candidates", "importance": "service.cli.learning:importance",
     "model": "service.cli.model:model", "config": "service.cli.settings:config_command",
+    "customer": "service.cli.privacy:customer",
 }
 
 
