@@ -58,7 +58,7 @@ def lock_customer(session: Session, email: str) -> list[int]:
     return list(session.scalars(CUSTOMER_TICKETS_SQL, {"email": email}))
 
 
-def _params(email: str, ticket_ids: list[int]) -> dict:
+def _params(email: str | None, ticket_ids: list[int]) -> dict:
     return {"email": email, "ticket_ids": ticket_ids}
 
 
@@ -66,9 +66,12 @@ def _bind(sql: str) -> sa.TextClause:
     return sa.text(sql).bindparams(sa.bindparam("ticket_ids", type_=ARRAY(sa.BigInteger)))
 
 
-def erase_rows(session: Session, email: str, ticket_ids: list[int], *, dry_run: bool,
+def erase_rows(session: Session, email: str | None, ticket_ids: list[int], *, dry_run: bool,
                targets: list[ErasureTarget] | None = None) -> dict[str, int]:
-    """Count or erase every target's rows for this customer (already locked); the counts by kind."""
+    """Count or erase every target's rows for this customer (already locked); the counts by kind.
+
+    ``email`` None: only the rows of ``ticket_ids`` (retention), since no predicate matches a NULL address.
+    """
     params, counts = _params(email, ticket_ids), {}
     for target in targets if targets is not None else TARGETS:
         if dry_run:
