@@ -247,6 +247,9 @@ class Settings:
         "RETENTION_SOLVED_TICKETS_DAYS", None, "a solved ticket with no activity for this many days is erased "
         "(thread, attachments, mail; candidates an admin approved stay); unset keeps solved tickets for ever",
         area=TICKETS, low=1, default_text="unset (kept for ever)")
+    article_trash_days: int = integer(
+        "ARTICLE_TRASH_DAYS", 30, "a deleted article stays in the trash, restorable with its history, this many "
+        "days; then the background sweep purges it", area=TICKETS, low=1)
 
     # ---- mail
     smtp_host: str | None = text("SMTP_HOST", None, "SMTP server; unset = no e-mail is queued or sent", area=MAIL)

@@ -178,9 +178,11 @@ def restore_article_version(session: Session, embedder: Embedder, article_id: in
                           change=ChangeContext(author, "restore"))
 
 
-def delete_article(session: Session, article_id: int) -> None:
-    """Delete an article, or ArticleNotFound."""
+def delete_article(session: Session, article_id: int, *, change: ChangeContext | None = None) -> None:
+    """Delete an article (a trigger moves it to the trash with its history), or ArticleNotFound."""
     _check_id(article_id)
+    if change is not None:
+        set_change_context(session, change)
     deleted = session.execute(sa.delete(Article).where(Article.id == article_id)).rowcount
     if not deleted:
         raise ArticleNotFound(article_id)

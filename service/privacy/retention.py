@@ -1,5 +1,5 @@
-"""Retention: raw inbound mail and solved tickets past their age are removed by the background sweep, in bounded
-batches, each run logged and recorded in the privacy log (the dashboard counts it)."""
+"""Retention: raw inbound mail, solved tickets and trashed articles past their age are removed by the background
+sweep, in bounded batches, each run logged and recorded in the privacy log (the dashboard counts it)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from service.config import Settings
 from service.db.models import PrivacyEvent
+from service.knowledge.trash import purge_trash
 from service.privacy.erase import erase_rows
 from service.privacy.registry import TARGETS, ErasureTarget, rows_where
 from service.runtime import Runtime
@@ -44,6 +45,7 @@ class RetentionRun:
 
     raw_mail: int
     tickets: int
+    articles: int = 0  # purged from the trash
 
 
 def retention_targets() -> list[ErasureTarget]:
@@ -85,18 +87,29 @@ def expire_solved_tickets(session: Session, settings: Settings, *, now: datetime
     return len(ids)
 
 
+def purge_expired_trash(session: Session, settings: Settings, *, now: datetime | None = None,
+                        batch: int = BATCH) -> int:
+    """Purge one batch of articles in the trash longer than ARTICLE_TRASH_DAYS, with their history."""
+    purged = purge_trash(session, settings.article_trash_days, now=now, batch=batch)
+    if purged:
+        session.add(PrivacyEvent(kind="trash_purge", actor="retention", counts={"articles": purged}))
+    return purged
+
+
 def run_retention(runtime: Runtime, *, now: datetime | None = None, batch: int = BATCH,
                   max_batches: int = 50) -> RetentionRun:
     """Batches until nothing is left (or ``max_batches``), each in its own transaction; logged."""
-    totals = {"raw_mail": 0, "tickets": 0}
-    for name, expire in (("raw_mail", expire_raw_mail), ("tickets", expire_solved_tickets)):
+    totals = {"raw_mail": 0, "tickets": 0, "articles": 0}
+    for name, expire in (("raw_mail", expire_raw_mail), ("tickets", expire_solved_tickets),
+                         ("articles", purge_expired_trash)):
         for _ in range(max_batches):
             with runtime.session() as session:
                 removed = expire(session, runtime.settings, now=now, batch=batch)
             totals[name] += removed
             if removed < batch:
                 break
-    log.info("retention: removed %d raw e-mails and %d solved tickets", totals["raw_mail"], totals["tickets"])
+    log.info("retention: removed %d raw e-mails and %d solved tickets; purged %d trashed articles",
+             totals["raw_mail"], totals["tickets"], totals["articles"])
     return RetentionRun(**totals)
 
 

@@ -90,8 +90,8 @@ def _change() -> ChangeContext:
 
 @api.delete("/articles/<int:article_id>")
 def articles_delete(article_id: int):
-    """Delete an article."""
-    delete_article(db(), article_id)
+    """Delete an article: it goes to the trash (``/api/article-trash``) with its history."""
+    delete_article(db(), article_id, change=_change())
     db().commit()
     return "", 204
 

@@ -37,6 +37,7 @@ from service.web.tickets import tickets_api
 from service.web.versions import versions_api
 from service.web.admin.history import admin_history
 from service.web.privacy import privacy_api
+from service.web.article_drafts import drafts_api
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.register_blueprint(versions_api)  # issue 36: article history
     app.register_blueprint(admin_history)
     app.register_blueprint(privacy_api)  # issue 36: customer export and erasure
+    app.register_blueprint(drafts_api)  # issue 36: article drafts and trash
     register_error_handlers(app)
 
     @app.teardown_appcontext

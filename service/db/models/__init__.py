@@ -56,7 +56,7 @@ from service.db.models.learning import (
     ImportanceChange,
     ImportanceProposal,
 )
-from service.db.models.privacy import PRIVACY_EVENT_KINDS, ArticleVersion, PrivacyEvent
+from service.db.models.privacy import PRIVACY_EVENT_KINDS, ArticleDraft, ArticleTrash, ArticleVersion, PrivacyEvent
 from service.db.models.search_vectors import search_vectors
 from service.db.models.team import PRESENCE_ACTIVITIES, TAG_PATTERN, TicketPresence, TicketRating, TicketRead, TicketTag
 from service.db.models.ticket_vectors import ticket_vectors
@@ -81,6 +81,6 @@ __all__ = [
     "Bm25Term", "Bm25Totals", "ComposerText", "INBOUND_STATUSES", "ImapFolder", "InboundEmail",
     "LoginThrottle", "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation",
     "length_between", "search_vectors", "ticket_vectors",
-    "PRIVACY_EVENT_KINDS", "ArticleVersion", "PrivacyEvent",
+    "PRIVACY_EVENT_KINDS", "ArticleDraft", "ArticleTrash", "ArticleVersion", "PrivacyEvent",
     "PRESENCE_ACTIVITIES", "TAG_PATTERN", "TicketPresence", "TicketRating", "TicketRead", "TicketTag",
 ]

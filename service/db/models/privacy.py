@@ -19,8 +19,7 @@ class ArticleVersion(Base):
     __tablename__ = "article_versions"
 
     id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=False), primary_key=True)
-    article_id: Mapped[int] = mapped_column(
-        sa.BigInteger, sa.ForeignKey("knowledge_base.id", ondelete="CASCADE"), nullable=False)
+    article_id: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)  # no foreign key: outlives a delete
     number: Mapped[int] = mapped_column(sa.Integer, nullable=False)
     title: Mapped[str] = mapped_column(sa.Text, nullable=False)
     content: Mapped[str] = mapped_column(sa.Text, nullable=False)
@@ -32,6 +31,49 @@ class ArticleVersion(Base):
         sa.DateTime(timezone=True), nullable=False, server_default=sa.text("clock_timestamp()"))
 
     __table_args__ = (sa.UniqueConstraint("article_id", "number", name="article_versions_article_number"),)
+
+
+class ArticleTrash(Base):
+    """A deleted article, copied here by a trigger; restorable with its history until the worker purges it."""
+
+    __tablename__ = "article_trash"
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True, autoincrement=False)
+    title: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    content: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    category: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    importance: Mapped[float] = mapped_column(sa.Double, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), nullable=False)
+    version: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    source_path: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    source_sha256: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    deleted_at: Mapped[datetime] = mapped_column(
+        sa.DateTime(timezone=True), nullable=False, server_default=sa.text("clock_timestamp()"))
+    deleted_by: Mapped[str] = mapped_column(sa.Text, nullable=False)
+
+    __table_args__ = (sa.Index("article_trash_deleted", "deleted_at"),)
+
+
+class ArticleDraft(Base):
+    """A draft outside knowledge_base (so nothing customers see reads it): a new article, or an edit of one."""
+
+    __tablename__ = "article_drafts"
+
+    id: Mapped[int] = mapped_column(sa.BigInteger, sa.Identity(always=False), primary_key=True)
+    article_id: Mapped[int | None] = mapped_column(
+        sa.BigInteger, sa.ForeignKey("knowledge_base.id", ondelete="CASCADE"), nullable=True)
+    base_version: Mapped[int | None] = mapped_column(sa.Integer, nullable=True)  # the version the edit started from
+    title: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    content: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    category: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    importance: Mapped[float] = mapped_column(sa.Double, nullable=False, server_default="1.0")
+    author: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(
+        sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now())
+    updated_at: Mapped[datetime] = mapped_column(
+        sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now())
+
+    __table_args__ = (sa.Index("article_drafts_article", "article_id"),)
 
 
 class PrivacyEvent(Base):

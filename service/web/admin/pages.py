@@ -226,7 +226,7 @@ def article_update(article_id: int):
 def article_delete(article_id: int):
     """Delete an article (the page asks for confirmation first)."""
     title = get_article(db(), article_id, runtime().embedder.model_name).title
-    delete_article(db(), article_id)
+    delete_article(db(), article_id, change=_page_change())
     db().commit()
     flash(f"Deleted “{title}”.", "success")
     return redirect(url_for("admin.articles"))
