@@ -62,3 +62,13 @@ def test_unset_solved_ticket_retention_keeps_them_for_ever(runtime, session):
     now = session.execute(sa.text("SELECT now()")).scalar_one()
     assert run_retention(runtime, now=now + timedelta(days=10_000)).tickets == 0
     assert _counts(session)["tickets"] == 3 and _counts(session)["mail"] == 3
+
+
+def test_the_dashboard_counts_what_retention_removed(runtime, session, admin_client):
+    runtime.settings = dataclasses.replace(runtime.settings, retention_raw_mail_days=30)
+    session.execute(sa.text(SETUP_SQL))
+    session.commit()
+    now = session.execute(sa.text("SELECT now()")).scalar_one()
+    run_retention(runtime, now=now + timedelta(days=31))
+    page = admin_client.get("/admin/dashboard").get_data(as_text=True)
+    assert '<strong id="retention-raw-mail">2</strong>' in page

@@ -6,12 +6,19 @@ from flask import Blueprint, Response, jsonify, request
 
 from service.privacy.erase import InvalidEmail, erase_customer, normalise_email
 from service.privacy.export import export_customer
+from service.privacy.report import privacy_counts
 from service.web.errors import ApiError
 from service.web.learning import actor
 from service.web.requests import db, json_body
 
 privacy_api = Blueprint("privacy_api", __name__, url_prefix="/api/customers")
 ERASE_FIELDS = ("email", "confirm", "dry_run")
+
+
+@privacy_api.app_context_processor
+def _privacy_helpers() -> dict:
+    """``privacy_counts()`` for the dashboard's line on erasure and retention."""
+    return {"privacy_counts": lambda: privacy_counts(db())}
 
 
 def _email(value: object, field: str = "email") -> str:
