@@ -4,6 +4,7 @@ their messages or their attachments' bytes, while another customer's rows stay b
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 
 import pytest
@@ -162,3 +163,41 @@ def test_erase_needs_the_address_typed_twice_and_an_admin(client, anonymous_clie
     assert_error(anonymous_client.post("/api/customers/erase", json={"email": "a@example.com",
                                                                      "confirm": "a@example.com"}), 401, "unauthorized")
     assert_error(anonymous_client.get("/api/customers/export?email=a@example.com"), 401, "unauthorized")
+
+
+def test_an_email_arriving_during_an_erasure_waits_and_never_joins_a_half_erased_ticket(db_engine):
+    from sqlalchemy.orm import Session
+
+    from service.config import Settings
+    from service.privacy.erase import erase_customer
+    from service.runtime import Runtime
+
+    with db_engine.begin() as conn:
+        ticket_id = conn.execute(sa.text(
+            "INSERT INTO tickets (subject, body, customer_email, status, state) VALUES "
+            "('Order brambleweft', 'Broken.', :email, 'needs_agent', 'open') RETURNING id"), {"email": ANN[0]}).scalar()
+    runtime = Runtime.start(Settings.from_env(), migrate=False, seed=False)
+    raw = email_bytes(sender=ANN[0], subject=f"Re: Order brambleweft [T-{ticket_id}]", message_id="<race@c.test>",
+                      body="Any news about the zephyrcorn?")
+    outcome: dict = {}
+    try:
+        eraser = Session(db_engine)
+        assert erase_customer(eraser, ANN[0], actor="test").counts["tickets"] == 1  # locks held, not committed
+        mail = threading.Thread(target=lambda: outcome.update(result=receive_email(
+            runtime, raw, ticket_link=lambda i, s: f"/help/tickets/{i}")))
+        mail.start()
+        mail.join(1.5)
+        assert mail.is_alive()  # waiting on the address's lock, not writing into the ticket being erased
+        eraser.commit()
+        eraser.close()
+        mail.join(60)
+        assert not mail.is_alive()
+    finally:
+        runtime.close()
+    assert outcome["result"].action == "new_ticket"  # its old ticket is gone: the e-mail starts a whole new one
+    with db_engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM ticket_messages WHERE ticket_id = :t"),
+                            {"t": ticket_id}).scalar() == 0
+        tickets = conn.execute(sa.text("SELECT id, (SELECT count(*) FROM ticket_messages m WHERE m.ticket_id = t.id) "
+                                       "FROM tickets t WHERE customer_email = :e"), {"e": ANN[0]}).all()
+    assert len(tickets) == 1 and tickets[0][0] != ticket_id and tickets[0][1] >= 1

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
+from service.db.locks import lock_customer_address
 from service.db.models import PrivacyEvent
 from service.privacy.registry import TARGETS, ErasureTarget
 
@@ -17,8 +18,6 @@ log = logging.getLogger(__name__)
 EMAIL_MAX = 320
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
 
-# Taken by the erasure and by anything creating a ticket for an address, so they never interleave.
-ADDRESS_LOCK_SQL = sa.text("SELECT pg_advisory_xact_lock(36, hashtext(:email))")
 CUSTOMER_TICKETS_SQL = sa.text("""
 SELECT id FROM tickets WHERE lower(customer_email) = :email ORDER BY id FOR UPDATE
 """)
@@ -53,8 +52,8 @@ class ErasureReport:
 
 
 def lock_customer(session: Session, email: str) -> list[int]:
-    """Take the address's lock and lock its tickets; returns their ids."""
-    session.execute(ADDRESS_LOCK_SQL, {"email": email})
+    """Take the address's lock (inbound e-mail takes it too) and lock its tickets; returns their ids."""
+    lock_customer_address(session, email)
     return list(session.scalars(CUSTOMER_TICKETS_SQL, {"email": email}))
 
 
