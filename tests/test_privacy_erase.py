@@ -38,7 +38,8 @@ def inbound(runtime):
     """The webhook on, replies plus-addressed, an SMTP server named but never reached (no worker runs)."""
     runtime.settings = dataclasses.replace(
         runtime.settings, smtp_host="127.0.0.1", smtp_port=9, mail_from="Support <support@example.com>",
-        mail_reply_to="support+{token}@example.com", inbound_email_secret=SECRET)
+        mail_reply_to="support+{token}@example.com", inbound_email_secret=SECRET,
+        notify_team_address="team@example.com")  # agents' notifications quote the customer too
     return runtime
 
 
@@ -134,6 +135,8 @@ def test_erasing_one_customer_leaves_no_trace_of_them_anywhere_and_the_other_unc
     candidates = session.execute(sa.text("SELECT count(*) FROM article_candidates c JOIN tickets t "
                                          "ON t.id = c.ticket_id WHERE t.customer_email = :e"), {"e": ANN[0]}).scalar()
     assert candidates == 1
+    team_mail = sa.text("SELECT count(*) FROM mail_outbox WHERE to_address = 'team@example.com'")
+    assert session.execute(team_mail).scalar_one() >= 2  # a notification for each customer, quoting them
     bea_before = customer_rows(session, BEA[0])
     assert len(bea_before) == 5
 
@@ -149,6 +152,7 @@ def test_erasing_one_customer_leaves_no_trace_of_them_anywhere_and_the_other_unc
     session.expire_all()
     assert scan(session, ann_needles, [ANN[2]]) == []
     assert customer_rows(session, BEA[0]) == bea_before
+    assert session.execute(team_mail).scalar_one() >= 1  # Bea's
     assert {hit[2] for hit in scan(session, bea_needles, [BEA[2]])} >= {BEA[0], BEA[2].hex()}
     event = session.execute(sa.text("SELECT kind, actor, counts FROM privacy_events")).one()
     assert event.kind == "erase" and event.actor == "token:tests" and event.counts == counts

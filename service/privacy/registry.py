@@ -13,6 +13,10 @@ from dataclasses import dataclass
 OF_TICKETS = "ticket_id = ANY(:ticket_ids)"
 # An address inside a text column, however it is written ("Ann <ann@example.com>", any case).
 MENTIONS_ADDRESS = "position(:email in lower(coalesce({column}, ''))) > 0"
+# Agents' notifications carry no ticket_id (service.mail.outbox.enqueue_notification) but quote the ticket, whose
+# reference opens their subject: "[T-42] Customer replied: …".
+NOTIFICATION_OF_TICKETS = "(ticket_id IS NULL AND substring(subject from '^\\[T-([0-9]{1,18})\\]')::bigint " \
+                          "= ANY(:ticket_ids))"
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,8 @@ TARGETS: list[ErasureTarget] = [
     rows_where("raw_mail", "inbound_emails",
                f"ticket_id = ANY(:ticket_ids) OR related_ticket_id = ANY(:ticket_ids) OR "
                f"{MENTIONS_ADDRESS.format(column='sender')} OR position(convert_to(:email, 'UTF8') in raw) > 0"),
-    rows_where("outbox", "mail_outbox", f"{OF_TICKETS} OR {MENTIONS_ADDRESS.format(column='to_address')}"),
+    rows_where("outbox", "mail_outbox", f"{OF_TICKETS} OR {MENTIONS_ADDRESS.format(column='to_address')} OR "
+               f"{NOTIFICATION_OF_TICKETS}"),
     rows_where("candidates", "article_candidates", OF_TICKETS),
     json_mentions("candidate_mentions", "article_candidates", "also_asked"),
     json_mentions("proposal_mentions", "importance_proposals", "evidence", "questions"),
