@@ -76,3 +76,27 @@ def test_a_deleted_article_is_restored_with_its_history_and_purged_after_the_tra
     assert_error(client.post(f"/api/article-trash/{article['id']}/restore"), 404, "not_found")
     assert session.execute(sa.text("SELECT count(*) FROM article_versions WHERE article_id = :id"),
                            {"id": article["id"]}).scalar_one() == 0
+
+
+def test_the_admin_pages_save_a_draft_publish_it_and_restore_from_the_trash(admin_client, client):
+    from .admin_helpers import csrf_from
+
+    page = admin_client.get("/admin/articles/new").get_data(as_text=True)
+    assert "Save as draft" in page
+    saved = admin_client.post("/admin/drafts/new", data={"csrf_token": csrf_from(page), "title": "Store hours",
+                                                         "content": "Open nine to five.", "category": ""})
+    assert saved.status_code == 302
+    listing = admin_client.get("/admin/drafts").get_data(as_text=True)
+    assert "Store hours" in listing and "new article" in listing
+    assert client.get("/api/articles").get_json()["total"] == 0
+    [draft] = client.get("/api/article-drafts").get_json()["drafts"]
+    published = admin_client.post(f"/admin/drafts/{draft['id']}/publish", data={"csrf_token": csrf_from(listing)})
+    article_id = int(published.headers["Location"].rstrip("/").rsplit("/", 1)[1])
+    assert client.get(f"/api/articles/{article_id}").get_json()["article"]["content"] == "Open nine to five."
+    page = admin_client.get(f"/admin/articles/{article_id}").get_data(as_text=True)
+    admin_client.post(f"/admin/articles/{article_id}/delete", data={"csrf_token": csrf_from(page)})
+    listing = admin_client.get("/admin/drafts").get_data(as_text=True)
+    assert f'data-trashed="{article_id}"' in listing and "deleted by admin:lead" in listing
+    restored = admin_client.post(f"/admin/trash/{article_id}/restore", data={"csrf_token": csrf_from(listing)})
+    assert restored.status_code == 302
+    assert client.get(f"/api/articles/{article_id}").get_json()["article"]["version"] == 2
