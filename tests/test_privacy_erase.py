@@ -205,3 +205,16 @@ def test_an_email_arriving_during_an_erasure_waits_and_never_joins_a_half_erased
         tickets = conn.execute(sa.text("SELECT id, (SELECT count(*) FROM ticket_messages m WHERE m.ticket_id = t.id) "
                                        "FROM tickets t WHERE customer_email = :e"), {"e": ANN[0]}).all()
     assert len(tickets) == 1 and tickets[0][0] != ticket_id and tickets[0][1] >= 1
+
+
+def test_an_agent_may_neither_export_nor_erase_a_customer(app, runtime):
+    from service.accounts import create_token
+
+    with runtime.session() as session:
+        _, secret = create_token(session, "agent script", role="agent")
+    agent = app.test_client()
+    agent.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {secret}"
+    assert_error(agent.get("/api/customers/export?email=a@example.com"), 403, "forbidden")
+    assert_error(agent.post("/api/customers/erase", json={"email": "a@example.com", "confirm": "a@example.com"}),
+                 403, "forbidden")
+    assert agent.get("/api/articles").status_code == 200  # the same token reads what agents may
