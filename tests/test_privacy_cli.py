@@ -57,7 +57,9 @@ def test_cli_exports_a_zip_then_a_dry_run_erases_nothing_and_erase_removes_the_c
     assert _count(db_engine, "SELECT count(*) FROM tickets") == 1
     erased = run_cli("customer", "erase", "--email", ADDRESS).output
     assert "erased" in erased and "attachments: 1" in erased
-    assert _count(db_engine, "SELECT count(*) FROM tickets") == 0
+    assert _count(db_engine, "SELECT count(*) FROM tickets WHERE customer_email IS NOT NULL OR erased_at IS NULL") == 0
+    assert _count(db_engine, "SELECT count(*) FROM tickets WHERE body LIKE '%kestrel%'") == 0
+    assert _count(db_engine, "SELECT count(*) FROM ticket_ratings WHERE comment IS NOT NULL") == 0
     assert _count(db_engine, "SELECT count(*) FROM inbound_emails") == 0
     assert _count(db_engine, "SELECT count(*) FROM ticket_attachments") == 0
     with db_engine.connect() as conn:

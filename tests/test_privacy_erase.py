@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from service.intake.receive import receive_email
 from service.intake.signature import sign
+from service.tickets.deflection import deflection_report
 
 from .admin_helpers import csrf_from
 from .helpers import assert_error
@@ -138,6 +139,7 @@ def test_erasing_one_customer_leaves_no_trace_of_them_anywhere_and_the_other_unc
     team_mail = sa.text("SELECT count(*) FROM mail_outbox WHERE to_address = 'team@example.com'")
     assert session.execute(team_mail).scalar_one() >= 2  # a notification for each customer, quoting them
     bea_before = customer_rows(session, BEA[0])
+    counts_before = deflection_report(session, days=7).total
     assert len(bea_before) == 5
 
     dry = client.post("/api/customers/erase", json={"email": ANN[0].upper(), "confirm": ANN[0], "dry_run": True})
@@ -152,6 +154,7 @@ def test_erasing_one_customer_leaves_no_trace_of_them_anywhere_and_the_other_unc
     session.expire_all()
     assert scan(session, ann_needles, [ANN[2]]) == []
     assert customer_rows(session, BEA[0]) == bea_before
+    assert deflection_report(session, days=7).total == counts_before  # aggregates stay
     assert session.execute(team_mail).scalar_one() >= 1  # Bea's
     assert {hit[2] for hit in scan(session, bea_needles, [BEA[2]])} >= {BEA[0], BEA[2].hex()}
     event = session.execute(sa.text("SELECT kind, actor, counts FROM privacy_events")).one()

@@ -28,9 +28,10 @@ FROM generate_series(1, 3) n
 
 def _counts(session) -> dict:
     return dict(session.execute(sa.text("""
-        SELECT (SELECT count(*) FROM inbound_emails) AS mail, (SELECT count(*) FROM tickets) AS tickets,
+        SELECT (SELECT count(*) FROM inbound_emails) AS mail,
+               (SELECT count(*) FROM tickets WHERE erased_at IS NULL AND customer_email IS NOT NULL) AS tickets,
                (SELECT count(*) FROM article_candidates) AS candidates,
-               (SELECT count(*) FROM article_candidates WHERE status = 'approved' AND ticket_id IS NULL) AS kept
+               (SELECT count(*) FROM article_candidates WHERE status = 'approved') AS kept
     """)).mappings().one())
 
 
@@ -41,14 +42,16 @@ def test_the_sweep_removes_only_what_is_past_retention_when_the_clock_moves(runt
     session.commit()
     now = session.execute(sa.text("SELECT now()")).scalar_one()
     assert run_retention(runtime, now=now + timedelta(days=29)) == run_retention(runtime, now=now)
-    assert _counts(session) == {"mail": 3, "tickets": 3, "candidates": 2, "kept": 0}
+    assert _counts(session) == {"mail": 3, "tickets": 3, "candidates": 2, "kept": 1}
 
     run = run_retention(runtime, now=now + timedelta(days=31), batch=1)  # one row a batch: batches repeat
     assert (run.raw_mail, run.tickets) == (2, 0)
-    assert _counts(session) == {"mail": 1, "tickets": 3, "candidates": 2, "kept": 0}  # the unhandled one stays
+    assert _counts(session) == {"mail": 1, "tickets": 3, "candidates": 2, "kept": 1}  # the unhandled one stays
 
     run = run_retention(runtime, now=now + timedelta(days=91))
     assert run.tickets == 2
+    assert run_retention(runtime, now=now + timedelta(days=92)).tickets == 0  # erased once, not again
+    assert session.execute(sa.text("SELECT count(*) FROM tickets WHERE subject = '(erased)'")).scalar_one() == 2
     assert _counts(session) == {"mail": 1, "tickets": 1, "candidates": 1, "kept": 1}
     kinds = session.execute(sa.text("SELECT kind, count(*) FROM privacy_events GROUP BY kind ORDER BY kind")).all()
     assert [tuple(row) for row in kinds] == [("retention_raw_mail", 2), ("retention_tickets", 1)]

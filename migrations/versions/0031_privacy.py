@@ -104,6 +104,7 @@ def upgrade() -> None:
         SELECT id, 1, title, content, category, importance, 'system', 'migration', updated_at FROM knowledge_base
     """)
     op.add_column("ticket_citations", sa.Column("article_version", sa.Integer, nullable=True))
+    op.add_column("tickets", sa.Column("erased_at", sa.DateTime(timezone=True), nullable=True))
     op.create_table(
         "article_trash",
         sa.Column("id", sa.BigInteger, primary_key=True, autoincrement=False),
@@ -162,5 +163,6 @@ def downgrade() -> None:
     op.drop_table("article_drafts")
     op.drop_table("article_trash")
     op.drop_column("ticket_citations", "article_version")
+    op.drop_column("tickets", "erased_at")
     op.drop_table("article_versions")
     op.drop_column("knowledge_base", "version")

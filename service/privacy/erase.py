@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from service.db.locks import lock_customer_address
 from service.db.models import PrivacyEvent
 from service.privacy.registry import TARGETS, ErasureTarget
+from service.tickets.answering import HANDOFF_MESSAGE
 
 log = logging.getLogger(__name__)
 EMAIL_MAX = 320
@@ -58,7 +59,7 @@ def lock_customer(session: Session, email: str) -> list[int]:
 
 
 def _params(email: str | None, ticket_ids: list[int]) -> dict:
-    return {"email": email, "ticket_ids": ticket_ids}
+    return {"email": email, "ticket_ids": ticket_ids, "handoff": HANDOFF_MESSAGE}
 
 
 def _bind(sql: str) -> sa.TextClause:

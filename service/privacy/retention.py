@@ -32,7 +32,7 @@ DELETE FROM inbound_emails WHERE id IN (
 # Solved (by an agent, or by the customer on the help page), and quiet since the cutoff.
 EXPIRED_TICKETS_SQL = sa.text("""
 SELECT t.id FROM tickets t
-WHERE (t.state = 'solved' OR (t.state IS NULL AND t.resolved_at IS NOT NULL))
+WHERE t.erased_at IS NULL AND (t.state = 'solved' OR (t.state IS NULL AND t.resolved_at IS NOT NULL))
   AND greatest(t.created_at, t.resolved_at,
                (SELECT max(m.created_at) FROM ticket_messages m WHERE m.ticket_id = t.id)) < :cutoff
 ORDER BY t.id LIMIT :batch FOR UPDATE SKIP LOCKED

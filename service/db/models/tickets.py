@@ -54,6 +54,8 @@ class Ticket(Base):
     search_vector: Mapped[Any | None] = mapped_column(
         TSVECTOR, sa.Computed("to_tsvector('english'::regconfig, coalesce(subject, ''))", persisted=True),
         nullable=True, deferred=True)
+    # Set when the customer's data was erased (service.privacy): the row stays, without its text, for the counts.
+    erased_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
 
     __table_args__ = (
         sa.CheckConstraint(sa.column("status").in_(TICKET_STATUSES), name="tickets_status_valid"),
