@@ -97,6 +97,9 @@ def test_a_citation_records_the_version_it_quoted(client, runtime):
         rows = session.execute(sa.text("SELECT article_id, article_version FROM ticket_citations WHERE ticket_id = :t"),
                                {"t": ticket.get_json()["ticket"]["id"]}).all()
     assert (article["id"], 2) in [tuple(row) for row in rows]
+    shown = client.get(f"/api/tickets/{ticket.get_json()['ticket']['id']}").get_json()["ticket"]["citations"]
+    assert {"article_id": article["id"], "article_version": 2}.items() <= [c for c in shown
+                                                                          if c["article_id"] == article["id"]][0].items()
 
 
 @pytest.mark.parametrize("old, new, expected", [
