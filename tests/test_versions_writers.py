@@ -84,3 +84,12 @@ def test_the_cli_and_a_folder_import_write_versions_as_cli_and_importer(db_engin
         newest = conn.execute(sa.text("SELECT number, source FROM article_versions WHERE article_id = :id "
                                       "ORDER BY number DESC LIMIT 1"), {"id": article_id}).one()
     assert tuple(newest) == (2, "cli")
+
+
+def test_the_ticket_page_links_each_citation_to_the_version_it_quoted(seeded, client, admin_client):
+    ticket = client.post("/api/tickets", json={"subject": "Password", "body": "How do I reset my password?"})
+    ticket_id = ticket.get_json()["ticket"]["id"]
+    cited = ticket.get_json()["ticket"]["citations"][0]
+    client.patch(f"/api/articles/{cited['article_id']}", json={"content": "Rewritten after the answer."})
+    page = admin_client.get(f"/admin/tickets/{ticket_id}").get_data(as_text=True)
+    assert f"/admin/articles/{cited['article_id']}/history?b=1" in page and "as of version 1" in page
