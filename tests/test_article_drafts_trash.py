@@ -100,3 +100,16 @@ def test_the_admin_pages_save_a_draft_publish_it_and_restore_from_the_trash(admi
     restored = admin_client.post(f"/admin/trash/{article_id}/restore", data={"csrf_token": csrf_from(listing)})
     assert restored.status_code == 302
     assert client.get(f"/api/articles/{article_id}").get_json()["article"]["version"] == 2
+
+
+def test_restoring_an_imported_article_whose_file_was_imported_again_keeps_both(client, runtime, session):
+    session.execute(sa.text("INSERT INTO knowledge_base (title, content, source_path, source_sha256) "
+                            "VALUES ('Old', 'Old text.', 'kb/a.md', 'x')"))
+    old_id = session.execute(sa.text("SELECT id FROM knowledge_base WHERE source_path = 'kb/a.md'")).scalar_one()
+    session.execute(sa.text("DELETE FROM knowledge_base WHERE id = :id"), {"id": old_id})  # plain SQL: trashed too
+    session.execute(sa.text("INSERT INTO knowledge_base (title, content, source_path, source_sha256) "
+                            "VALUES ('New', 'New text.', 'kb/a.md', 'y')"))
+    session.commit()
+    restored = client.post(f"/api/article-trash/{old_id}/restore")
+    assert restored.status_code == 200, restored.get_data(as_text=True)
+    assert session.execute(sa.text("SELECT count(*) FROM knowledge_base")).scalar_one() == 2

@@ -57,9 +57,13 @@ def restore_from_trash(session: Session, embedder: Embedder, article_id: int, *,
     last = session.scalar(sa.select(sa.func.max(ArticleVersion.number)).where(
         ArticleVersion.article_id == article_id)) or trashed.version
     set_change_context(session, ChangeContext(author, "restore"))
+    # A file imported again since the delete owns its path now: the restored article is then a standalone one.
+    path_taken = trashed.source_path is not None and session.scalar(
+        sa.select(sa.exists().where(Article.source_path == trashed.source_path)))
     session.add(Article(id=trashed.id, title=trashed.title, content=trashed.content, category=trashed.category,
                         importance=trashed.importance, created_at=trashed.created_at, version=last + 1,
-                        source_path=trashed.source_path, source_sha256=trashed.source_sha256))
+                        source_path=None if path_taken else trashed.source_path,
+                        source_sha256=None if path_taken else trashed.source_sha256))
     session.delete(trashed)
     session.flush()
     return update_article(session, embedder, article_id, {})  # no field changes: embeds what is missing

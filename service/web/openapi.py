@@ -27,7 +27,8 @@ ERROR_STATUSES = {
     "403": "the caller's role may not do this (an agent managing articles), a token calling a session-only "
            "operation (the composer), or a CSRF failure",
     "404": "no such resource",
-    "409": "the candidate or proposal was already decided, or its article changed since; a rating before the solve",
+    "409": "the candidate or proposal was already decided, or its article changed since; a rating before the solve; "
+           "an article edited since the `version` sent (`version_conflict`, with the current article)",
     "413": "request body larger than SUPPORTRAG_MAX_REQUEST_BYTES",
     "415": "the body is not `Content-Type: application/json`",
     "429": "rate limited; see `Retry-After`",
