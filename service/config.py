@@ -254,6 +254,18 @@ class Settings:
         "PRESENCE_SECONDS", 30, "how long an agent's presence on a ticket (viewing / replying) lasts without a "
         "heartbeat; pages poll every quarter of it", area=TICKETS, low=5, high=3600)
 
+    # Issue 36: how long customer data is kept; the background sweep enforces it in bounded batches.
+    retention_raw_mail_days: int = integer(
+        "RETENTION_RAW_MAIL_DAYS", 30, "received e-mail (raw bytes, kept for a retry) is deleted this many days "
+        "after it arrived, once handled; 0 keeps it for ever", area=TICKETS, low=0)
+    retention_solved_tickets_days: int | None = integer(
+        "RETENTION_SOLVED_TICKETS_DAYS", None, "a solved ticket with no activity for this many days is erased "
+        "(thread, attachments, mail; candidates an admin approved stay); unset keeps solved tickets for ever",
+        area=TICKETS, low=1, default_text="unset (kept for ever)")
+    article_trash_days: int = integer(
+        "ARTICLE_TRASH_DAYS", 30, "a deleted article stays in the trash, restorable with its history, this many "
+        "days; then the background sweep purges it", area=TICKETS, low=1)
+
     # ---- mail
     smtp_host: str | None = text("SMTP_HOST", None, "SMTP server; unset = no e-mail is queued or sent", area=MAIL)
     smtp_port: int = integer("SMTP_PORT", 25, "its port", area=MAIL, low=1, high=65535)

@@ -38,7 +38,7 @@ LAYERS = (
     ("service.config", "service.config_table"), ("service.db",), ("service.providers",), ("service.validation",), ("service.knowledge",),
     ("service.runtime",), ("service.retrieval",), ("service.gate",),
     # Outbound mail (compose, outbox, worker) is queued by the ticket use cases; the inbound adapters drive them.
-    ("service.mail",), ("service.tickets",), ("service.intake",), ("service.accounts",),
+    ("service.mail",), ("service.tickets",), ("service.intake",), ("service.privacy",), ("service.accounts",),
     ("service.public", "service.rag"), ("service.web",), ("service.cli",), ("service",),
 )
 

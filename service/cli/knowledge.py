@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from service.cli.context import connect
 from service.knowledge.articles import add_article, count_needing_embedding, knowledge_stats, reembed_batch
+from service.knowledge.versions import ChangeContext
 from service.knowledge.importer import import_path
 from service.retrieval.evaluation import evaluate_settings, load_eval_set
 from service.retrieval.search import run_search
@@ -54,7 +55,7 @@ def add(title: str, content: str | None, file_, category: str | None, importance
         article = add_article(session, runtime.embedder, {
             "title": title, "content": content if content is not None else file_.read(),
             "category": category, "importance": importance,
-        })
+        }, change=ChangeContext("cli", "cli"))
     click.echo(f"added article {article.id} ({article.embedding_status})")
     if article.embedding_error:
         click.echo(f"embedding pending: {article.embedding_error}; run 'supportrag reembed' later", err=True)

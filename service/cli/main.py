@@ -24,6 +24,7 @@ LAZY_COMMANDS = {
     "candidates": "service.cli.learning:candidates", "importance": "service.cli.learning:importance",
     "model": "service.cli.model:model", "config": "service.cli.settings:config_command",
     "gate": "service.cli.gate:gate",
+    "customer": "service.cli.privacy:customer",
 }
 
 

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from service.config import Settings
+from service.db.locks import lock_customer_address
 from service.db.models import InboundEmail, Ticket, TicketMessage
 from service.intake.match import Match, match_ticket
 from service.intake.parse import Attachment, InboundMail, parse_email
@@ -150,6 +151,7 @@ def decide(session: Session, settings: Settings, row: InboundEmail,
     body = message_body(mail, kept, notes)
     if not body:
         return quarantine(row, "no text and no attachment"), None
+    lock_customer_address(session, mail.reply_address)  # an erasure of this sender waits, or is waited for
     match = match_ticket(session, settings, mail)
     if match.follow_up:
         return _follow_up(session, settings, row, mail, match, body, kept), None

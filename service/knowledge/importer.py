@@ -46,6 +46,7 @@ from sqlalchemy.orm import Session
 
 from service.db.models import Article
 from service.knowledge.articles import ArticleSource, bulk_add_articles, update_article
+from service.knowledge.versions import ChangeContext
 from service.knowledge.audit import ImportanceCause
 from service.knowledge.sources import (
     MARKDOWN_SUFFIXES,
@@ -126,7 +127,8 @@ def _store(session: Session, embedder: Embedder, entries: list[ParsedArticle | I
             tick(1)
     if new:
         ids = bulk_add_articles(session, embedder, [item.fields for item in new], batch_size=IMPORT_BATCH_SIZE,
-                                on_progress=tick, sources=[ArticleSource(i.source, i.sha256) for i in new])
+                                on_progress=tick, sources=[ArticleSource(i.source, i.sha256) for i in new],
+                                change=IMPORTER)
         report.added += len(ids)
         report.pending += session.execute(
             sa.select(sa.func.count()).select_from(Article)
@@ -138,10 +140,13 @@ def _store(session: Session, embedder: Embedder, entries: list[ParsedArticle | I
         if row is not None and row.source_sha256 != item.sha256:
             stored = update_article(session, embedder, row.id, item.fields,
                                     source=ArticleSource(item.source, item.sha256),
-                                    cause=ImportanceCause("import"))
+                                    cause=ImportanceCause("import"), change=IMPORTER)
             report.updated += 1
             report.pending += int(stored.embedding_status == "pending")
             tick(1)
+
+
+IMPORTER = ChangeContext("importer", "import")  # the author of every version a folder import writes
 
 
 def _delete(session: Session, ids: list[int]) -> int:

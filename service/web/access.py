@@ -66,6 +66,8 @@ AGENT_WRITE_ENDPOINTS = frozenset({
 })
 AGENT_WRITE_PREFIXES = ("inbox.", "desk.")  # the agent inbox's forms, the ticket list's and the settings page
 ADMIN_ONLY_ENDPOINTS = frozenset({"admin.article_new", "admin_import.upload"})  # pages that only lead to a write
+# A customer's whole record is for admins, even to read (issue 36).
+ADMIN_ONLY_ENDPOINTS |= {"privacy_api.customer_export"}
 
 
 @dataclass(frozen=True)

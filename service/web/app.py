@@ -36,6 +36,10 @@ from service.web.mail import init_mail_views
 from service.web.openapi import openapi, refuse_unknown_query_parameters
 from service.web.requests import check_query_string
 from service.web.tickets import tickets_api
+from service.web.versions import versions_api
+from service.web.admin.history import admin_history
+from service.web.privacy import privacy_api
+from service.web.article_drafts import drafts_api
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +83,10 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.register_blueprint(gate_api)
     app.register_blueprint(admin_gate)
     register_desk(app)  # the one ticket list, team panel, settings, CSAT (issue 25 items 4-6)
+    app.register_blueprint(versions_api)  # issue 36: article history
+    app.register_blueprint(admin_history)
+    app.register_blueprint(privacy_api)  # issue 36: customer export and erasure
+    app.register_blueprint(drafts_api)  # issue 36: article drafts and trash
     register_error_handlers(app)
 
     @app.teardown_appcontext

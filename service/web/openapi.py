@@ -17,6 +17,7 @@ from service.web.access import PUBLIC_ENDPOINTS, is_public
 from service.web.errors import ApiError
 from service.web.openapi_desk import DESK_SCHEMAS, desk_list_parameters, desk_operations
 from service.web.openapi_gate import GATE_SCHEMAS, gate_operations
+from service.web.openapi_privacy import PRIVACY_SCHEMAS, privacy_operations
 from service.web.openapi_schemas import SCHEMAS, ref
 
 openapi = Blueprint("openapi", __name__, url_prefix="/api")
@@ -27,7 +28,8 @@ ERROR_STATUSES = {
     "403": "the caller's role may not do this (an agent managing articles), a token calling a session-only "
            "operation (the composer), or a CSRF failure",
     "404": "no such resource",
-    "409": "the candidate or proposal was already decided, or its article changed since; a rating before the solve",
+    "409": "the candidate or proposal was already decided, or its article changed since; a rating before the solve; "
+           "an article edited since the `version` sent (`version_conflict`, with the current article)",
     "413": "request body larger than SUPPORTRAG_MAX_REQUEST_BYTES",
     "415": "the body is not `Content-Type: application/json`",
     "429": "rate limited; see `Retry-After`",
@@ -150,6 +152,7 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
      [_path_id("article_id")]),
     *desk_operations(_query, _path_id, SECRET_HEADER),
     *gate_operations(_query, _path_id),
+    *privacy_operations(_query, _path_id),
     ("/api/openapi.json", "get", "openapi.spec", "This description", None, ("200", None), []),
     ("/api/docs", "get", "openapi.docs", "This description as a page", None, ("200", None), []),
 ]
@@ -213,7 +216,7 @@ def build_spec(settings: Settings) -> dict[str, Any]:
             "Support-ticket answering on PostgreSQL + pgvector. Every error has one shape (`Error`); "
             "unknown fields are refused by name.")},
         "paths": paths,
-        "components": {"schemas": SCHEMAS | DESK_SCHEMAS | GATE_SCHEMAS,
+        "components": {"schemas": SCHEMAS | DESK_SCHEMAS | GATE_SCHEMAS | PRIVACY_SCHEMAS,
                        "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer",
                                                           "description": "`supportrag token create`"}}},
     }

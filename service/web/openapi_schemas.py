@@ -126,11 +126,12 @@ SCHEMAS: dict[str, Any] = {
                                 "details": {"type": "object"}}, ["code", "message", "details"], closed=True)},
                  ["error"], closed=True),
     "ArticleCreate": obj(ARTICLE_FIELDS, ["title", "content"], closed=True),
-    "ArticleUpdate": obj(ARTICLE_FIELDS, closed=True),
+    "ArticleUpdate": obj({**ARTICLE_FIELDS, "version": {"type": "integer", "minimum": 1}}, closed=True),
     "Article": obj({
         "id": INTEGER, "title": STRING, "content": STRING, "category": nullable(STRING), "importance": NUMBER,
         "created_at": TIMESTAMP, "updated_at": TIMESTAMP, "embedding_model": nullable(STRING),
         "embedding_status": {"enum": ["embedded", "pending", "stale"]}, "embedding_error": nullable(STRING),
+        "version": INTEGER,
     }, ["id", "title", "content", "category", "importance", "created_at", "updated_at", "embedding_status"]),
     "ArticleEnvelope": obj({"article": ref("Article")}, ["article"]),
     "ArticlePage": obj({"articles": {"type": "array", "items": ref("Article")}, **PAGE_FIELDS},

@@ -20,6 +20,7 @@ from service.config import Settings
 from service.intake.imap_poller import start_imap_poller
 from service.mail.worker import start_mail_worker
 from service.runtime import Runtime
+from service.privacy.retention import start_retention_thread
 from service.tickets.recovery import start_recovery_thread
 from service.web.app import create_app
 
@@ -151,6 +152,7 @@ def load_app():
         runtime.embedder.embed(["warm up"])
         click.echo(f"worker {os.getpid()} ready: local embedding model loaded", err=True)
     start_recovery_thread(runtime, interval_seconds=RECOVERY_INTERVAL_SECONDS)
+    start_retention_thread(runtime)  # issue 36: raw mail and solved tickets past their retention
     return app
 
 

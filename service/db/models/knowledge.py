@@ -61,6 +61,8 @@ class Article(Base):
     # The card's vector at the model's width, written with ``embedding`` (service.knowledge.indexing).
     embedding_half: Mapped[Any | None] = half_column()
     bm25_length: Mapped[int | None] = unit_length_column(CARD_SEARCH_VECTOR)  # migration 0014
+    # The number of the newest row in article_versions, kept by triggers (migration 0031): the optimistic lock.
+    version: Mapped[int] = mapped_column(sa.Integer, nullable=False, server_default="1")
 
     __table_args__ = (
         sa.CheckConstraint(
