@@ -56,19 +56,28 @@ def _storable(text: str | None) -> str | None:
 
 def inbound_key(raw: bytes) -> str:
     """The key a stored copy of ``raw`` is found by (its Message-ID, else its content hash)."""
-    return dedupe_key(_storable(message_id_of(read_headers(raw))), hashlib.sha256(raw).hexdigest())
+    return dedupe_key(_header_fields(raw)[0], hashlib.sha256(raw).hexdigest())
+
+
+def _header_fields(raw: bytes) -> tuple[str | None, dict]:
+    """The Message-ID, and the sender, subject and Cc shown on /admin/mail: never raises, so the bytes are always
+    stored (whatever a header holds, the quarantine shows the message instead of losing it)."""
+    try:
+        headers = read_headers(raw)
+        return _storable(message_id_of(headers)), dict(
+            sender=_storable((addresses(headers, "From") or [None])[0]),
+            subject=_storable(header_text(headers, "Subject")[:300]),
+            cc=[_storable(address) for address in addresses(headers, "Cc")[:50]])
+    except Exception:  # noqa: BLE001 - storing comes first; parse_email says what was wrong
+        return None, dict(sender=None, subject=None, cc=[])
 
 
 def store_inbound(session: Session, raw: bytes, *, raw_max_bytes: int) -> Stored:
     """Store ``raw`` once (in the caller's transaction); a copy already stored comes back with ``new`` False."""
     digest = hashlib.sha256(raw).hexdigest()
-    headers = read_headers(raw)
-    message_id = _storable(message_id_of(headers))
+    message_id, fields = _header_fields(raw)
     values = dict(dedupe_key=dedupe_key(message_id, digest), message_id=message_id, sha256=digest, size=len(raw),
-                  raw=raw[:raw_max_bytes], raw_truncated=len(raw) > raw_max_bytes,
-                  sender=_storable((addresses(headers, "From") or [None])[0]),
-                  subject=_storable(header_text(headers, "Subject")[:300]),
-                  cc=[_storable(address) for address in addresses(headers, "Cc")[:50]])
+                  raw=raw[:raw_max_bytes], raw_truncated=len(raw) > raw_max_bytes, **fields)
     new_id = session.scalar(insert(InboundEmail).values(**values)
                             .on_conflict_do_nothing(index_elements=["dedupe_key"]).returning(InboundEmail.id))
     key = values["dedupe_key"]
