@@ -244,7 +244,16 @@ class Settings:
     smtp_port: int = integer("SMTP_PORT", 25, "its port", area=MAIL, low=1, high=65535)
     smtp_username: str | None = text("SMTP_USERNAME", None, "login, when the server needs one", area=MAIL)
     smtp_password: str | None = text("SMTP_PASSWORD", None, "its password", area=MAIL, secret=True)
-    smtp_starttls: bool = flag("SMTP_STARTTLS", False, "STARTTLS before login", area=MAIL)
+    smtp_starttls: bool = flag("SMTP_STARTTLS", False, "STARTTLS before login (kept as an alias of "
+                               "`SMTP_TLS=starttls`)", area=MAIL)
+    smtp_tls: str = text(
+        "SMTP_TLS", "none", "`starttls` (port 587), `implicit` (port 465) or `none`; both TLS modes check the "
+        "certificate and host name, and a failure is a retried failure, never a downgrade", area=MAIL,
+        choices=("starttls", "implicit", "none"),
+        derive=lambda v: "implicit" if v["smtp_port"] == 465 else "starttls" if v["smtp_starttls"] else "none",
+        default_text="`implicit` on port 465, `starttls` with `SMTP_STARTTLS`, else `none`")
+    smtp_ca_file: str | None = text("SMTP_CA_FILE", None, "PEM file of a private CA trusted for SMTP and IMAP "
+                                    "TLS (besides the system's)", area=MAIL)
     mail_from: str = text("MAIL_FROM", "support@localhost", "the `From` of every e-mail (its domain names the "
                           "Message-IDs)", area=MAIL, one_line=True)
     mail_reply_to: str | None = text(
@@ -261,6 +270,9 @@ class Settings:
         "conversation)", area=MAIL, low=30, high=86400)
     mail_ack_per_address_per_hour: int = integer(
         "MAIL_ACK_PER_ADDRESS_PER_HOUR", 3, "acknowledgements to one address per hour (`0`: none at all)",
+        area=MAIL, low=0)
+    mail_ack_per_domain_per_hour: int = integer(
+        "MAIL_ACK_PER_DOMAIN_PER_HOUR", 20, "acknowledgements to all the addresses of one domain per hour",
         area=MAIL, low=0)
     reply_attachment_max_bytes: int = integer(
         "REPLY_ATTACHMENT_MAX_BYTES", 5 * 1024 * 1024, "largest file on an agent's reply", area=MAIL, low=1)

@@ -25,6 +25,7 @@ from sqlalchemy.dialects.postgresql import insert
 from service.config import Settings
 from service.db.models import ImapFolder
 from service.intake.receive import receive_email
+from service.mail.transport import tls_context
 from service.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -78,10 +79,12 @@ def ticket_link_for(settings: Settings) -> Callable[[int, str], str]:
 def connect_mailbox(settings: Settings, *, timeout: float = TIMEOUT_SECONDS) -> IMAPClient:
     """Log in: implicit TLS on port 993, STARTTLS on another port, plain only with IMAP_TLS off."""
     implicit = settings.imap_tls and settings.imap_port == IMPLICIT_TLS_PORT
-    client = IMAPClient(settings.imap_host, port=settings.imap_port, ssl=implicit, timeout=timeout)
+    context = tls_context(settings)  # certificate and host name checked; SMTP_CA_FILE for a private CA
+    client = IMAPClient(settings.imap_host, port=settings.imap_port, ssl=implicit, ssl_context=context,
+                        timeout=timeout)
     try:
         if settings.imap_tls and not implicit:
-            client.starttls()  # the default context verifies the certificate and the host name
+            client.starttls(context)
         client.login(settings.imap_username, settings.imap_password or "")
     except BaseException:
         close_mailbox(client)

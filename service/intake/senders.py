@@ -74,9 +74,3 @@ def strict_mailbox(values: list[str]) -> str | None:
         return None
     address = kept[opening + 1:-1].strip()
     return address if ADDR_SPEC.fullmatch(address) else None
-
-
-def normalised_address(address: str) -> str:
-    """The mailbox a person reads: case folded and a plus tag removed (``Bob+x@Example.com`` → ``bob@example.com``)."""
-    local, _, domain = address.strip().casefold().rpartition("@")
-    return f"{local.partition('+')[0]}@{domain}"

@@ -77,6 +77,12 @@ def message_ids(value: str | None) -> list[str]:
     return [token for token in (value or "").split() if _MSG_ID.fullmatch(token) and "=?" not in token]
 
 
+def normalised_address(address: str) -> str:
+    """The mailbox a person reads: case folded, a plus tag removed (``Bob+x@Example.com`` → ``bob@example.com``)."""
+    local, _, domain = address.strip().lower().rpartition("@")
+    return f"{local.partition('+')[0]}@{domain}"
+
+
 def mail_domain(settings: Settings) -> str:
     """The domain of MAIL_FROM, for Message-IDs."""
     return settings.mail_from.rpartition("@")[2].strip("> ") or "localhost"

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from service.config import Settings
 from service.db.models import MailOutbox, Ticket, TicketMessage
-from service.mail.compose import new_message_id, new_reply_token, reply_address
+from service.mail.compose import new_message_id, new_reply_token, normalised_address, reply_address
 
 REFERENCES_MAX = 20
 
@@ -136,10 +136,24 @@ def mail_state(session: Session, outbox_id: int) -> MailState:
     return MailState(row.id, _status(row), row.attempts, row.last_error, row.to_address)
 
 
+def _mailbox(column: sa.ColumnElement) -> sa.ColumnElement:
+    """SQL for ``normalised_address``: lower case, the plus tag of the local part removed."""
+    return sa.func.regexp_replace(sa.func.lower(column), r"\+[^@]*@", "@")
+
+
 def recent_acknowledgements(session: Session, address: str) -> int:
-    """Automatic e-mails queued to ``address`` (case-folded) in the last hour: the relay limit counts these."""
+    """Automatic e-mails queued to ``address``'s mailbox (case and plus tags folded) in the last hour: the relay
+    limit counts these."""
     return session.scalar(sa.select(sa.func.count()).select_from(MailOutbox).where(
-        MailOutbox.auto_submitted.is_not(None), sa.func.lower(MailOutbox.to_address) == address.strip().lower(),
+        MailOutbox.auto_submitted.is_not(None), _mailbox(MailOutbox.to_address) == normalised_address(address),
+        MailOutbox.created_at > sa.func.now() - sa.text("interval '1 hour'"))) or 0
+
+
+def recent_acknowledgements_to_domain(session: Session, domain: str) -> int:
+    """Automatic e-mails queued to any address at ``domain`` (case folded) in the last hour."""
+    return session.scalar(sa.select(sa.func.count()).select_from(MailOutbox).where(
+        MailOutbox.auto_submitted.is_not(None),
+        sa.func.split_part(sa.func.lower(MailOutbox.to_address), "@", 2) == domain.strip().lower(),
         MailOutbox.created_at > sa.func.now() - sa.text("interval '1 hour'"))) or 0
 
 
