@@ -65,12 +65,27 @@ class InboundMail:
     raw_from: str = ""  # the From header as sent, shown when it names no one mailbox
 
 
+def raw_headers(message: Message, name: str) -> list[str]:
+    """Every ``name`` header as sent; raw UTF-8 bytes (RFC 6532, SMTPUTF8), which compat32 keeps as surrogates (and
+    would hand out as an unknown-8bit Header), read as UTF-8."""
+    values = []
+    for key, value in message.raw_items():
+        if key.lower() == name.lower():
+            text = str(value)
+            try:
+                text = text.encode("ascii", "surrogateescape").decode("utf-8", "replace")
+            except UnicodeError:  # not from bytes: as it is
+                pass
+            values.append(text)
+    return values
+
+
 def header_text(message: Message, name: str) -> str:
     """A header's decoded text on one line ("" if absent); undecodable words are kept as sent."""
-    value = message.get(name)
-    if value is None:
+    found = raw_headers(message, name)
+    if not found:
         return ""
-    raw = str(value)
+    raw = found[0]
     try:
         decoded = str(email.header.make_header(email.header.decode_header(raw)))
     except (LookupError, UnicodeError, ValueError, email.errors.HeaderParseError):
@@ -80,7 +95,7 @@ def header_text(message: Message, name: str) -> str:
 
 def addresses(message: Message, *names: str) -> list[str]:
     """The addr-specs in these headers, read from the raw value (encoded display names cannot inject anything)."""
-    values = [one_line(str(v)) for name in names for v in (message.get_all(name) or [])]
+    values = [one_line(value) for name in names for value in raw_headers(message, name)]
     try:
         pairs = getaddresses(values)
     except (ValueError, IndexError, RecursionError):  # 600 nested "(" exhaust getaddresses' recursion
@@ -243,6 +258,11 @@ def body_and_attachments(message: Message) -> tuple[str, list[Attachment], list[
     stack: list[tuple[Message, int, str]] = [(message, 0, "all")]
     while stack:
         part, depth, mode = stack.pop()
+        if part.get_content_type() == "message/delivery-status":  # a bounce's report: kept whole, read as automatic
+            payload = part.get_payload()
+            report = "\n".join(str(block) for block in payload) if isinstance(payload, list) else str(payload)
+            body.attach(part, "message/delivery-status", report.encode("utf-8", "replace"), "delivery-status.txt")
+            continue
         if part.get_content_type() == "message/rfc822":
             inner = _forwarded(body, part, mode)
             children = [(inner, "text_only" if mode == "all" else mode)] if inner is not None else []
@@ -295,7 +315,7 @@ def _parsed(raw: bytes, headers: Message) -> InboundMail:
     thread = _MESSAGE_ID.findall(str(headers.get("In-Reply-To") or ""))
     thread += list(reversed(_MESSAGE_ID.findall(str(headers.get("References") or ""))))
     subject = header_text(headers, "Subject")[:SUBJECT_MAX_CHARS]
-    from_values = [str(value) for value in headers.get_all("From") or []]
+    from_values = raw_headers(headers, "From")
     sender = strict_mailbox(from_values)
     references = list(dict.fromkeys(int(n) for n in _TICKET_REFERENCE.findall(subject)))
     automatic = automatic_reason(headers) or next(
