@@ -177,10 +177,13 @@ def _move_leftovers(client: IMAPClient, last_uid: int, processed_folder: str) ->
     file_away(client, left, processed_folder)
 
 
-def _read(client: IMAPClient, uid: int) -> bytes | None:
-    """The raw message, without setting \\Seen; None when it was expunged meanwhile."""
-    data = client.fetch([uid], ["BODY.PEEK[]"]).get(uid) or {}
-    return data.get(b"BODY[]")
+def _read(client: IMAPClient, uid: int, cap: int) -> tuple[bytes | None, int]:
+    """The raw message (its first ``cap + 1`` bytes at most) and its whole size, without setting \\Seen; None when
+    it was expunged meanwhile."""
+    data = client.fetch([uid], ["RFC822.SIZE", f"BODY.PEEK[]<0.{cap + 1}>"]).get(uid) or {}
+    raw = next((value for key, value in data.items() if key.startswith(b"BODY[]")), None)
+    over = raw is not None and len(raw) > cap  # only then is the server's size needed (it may count differently)
+    return raw, int(data.get(b"RFC822.SIZE") or 0) if over else len(raw or b"")
 
 
 def _flag_failed(client: IMAPClient, uid: int) -> None:
@@ -195,12 +198,12 @@ def take_message(runtime: Runtime, client: IMAPClient, *, account: str, place: F
     """Store one message through the intake, record it, file it away; its outcome, None to retry it later."""
     settings = runtime.settings
     where = {"account": account, "folder": settings.imap_folder, "uidvalidity": place.uidvalidity, "uid": uid}
-    raw = _read(client, uid)
+    raw, size = _read(client, uid, settings.inbound_raw_max_bytes)
     if raw is None:
         record_taken(runtime, **where)
         return "gone"
     try:
-        outcome = receive_email(runtime, raw, ticket_link=ticket_link_for(settings))
+        outcome = receive_email(runtime, raw, ticket_link=ticket_link_for(settings), size=size)
     except DATABASE_OUTAGES:
         raise
     except Exception as exc:  # this message's fault: the others must still come in

@@ -262,7 +262,7 @@ def _acknowledge(runtime: Runtime, new: NewTicket, ticket_link: TicketLink) -> N
         log.exception("no acknowledgement for e-mail ticket %s", new.ticket_id)
 
 
-def receive_email(runtime: Runtime, raw: bytes, *, ticket_link: TicketLink) -> Outcome:
+def receive_email(runtime: Runtime, raw: bytes, *, ticket_link: TicketLink, size: int | None = None) -> Outcome:
     """Store one e-mail, then handle it (idempotent: the same message again is a ``duplicate``).
 
     ``ticket_link(ticket_id, secret)`` is the customer's page of a new ticket, for the acknowledgement. Raises
@@ -270,7 +270,7 @@ def receive_email(runtime: Runtime, raw: bytes, *, ticket_link: TicketLink) -> O
     message, was stored: deliver it again later); anything else ends as an outcome.
     """
     with runtime.session() as session:
-        stored = store_inbound(session, raw, raw_max_bytes=runtime.settings.inbound_raw_max_bytes)
+        stored = store_inbound(session, raw, raw_max_bytes=runtime.settings.inbound_raw_max_bytes, size=size)
     if stored.status != "received":
         return Outcome("duplicate", stored.ticket_id, f"already received (e-mail #{stored.id}: {stored.status})")
     return handle_stored(runtime, stored.id, ticket_link=ticket_link, raw=raw)

@@ -72,12 +72,16 @@ def _header_fields(raw: bytes) -> tuple[str | None, dict]:
         return None, dict(sender=None, subject=None, cc=[])
 
 
-def store_inbound(session: Session, raw: bytes, *, raw_max_bytes: int) -> Stored:
-    """Store ``raw`` once (in the caller's transaction); a copy already stored comes back with ``new`` False."""
+def store_inbound(session: Session, raw: bytes, *, raw_max_bytes: int, size: int | None = None) -> Stored:
+    """Store ``raw`` once (in the caller's transaction); a copy already stored comes back with ``new`` False.
+
+    ``size``: the whole message's, when only its first bytes were read (a capped pipe or IMAP read).
+    """
     digest = hashlib.sha256(raw).hexdigest()
     message_id, fields = _header_fields(raw)
-    values = dict(dedupe_key=dedupe_key(message_id, digest), message_id=message_id, sha256=digest, size=len(raw),
-                  raw=raw[:raw_max_bytes], raw_truncated=len(raw) > raw_max_bytes, **fields)
+    size = max(size or 0, len(raw))
+    values = dict(dedupe_key=dedupe_key(message_id, digest), message_id=message_id, sha256=digest, size=size,
+                  raw=raw[:raw_max_bytes], raw_truncated=size > raw_max_bytes, **fields)
     new_id = session.scalar(insert(InboundEmail).values(**values)
                             .on_conflict_do_nothing(index_elements=["dedupe_key"]).returning(InboundEmail.id))
     key = values["dedupe_key"]
