@@ -366,3 +366,120 @@ def test_item_6_a_delivery_status_report_is_automatic(mailing, anonymous_client,
            b"Reporting-MTA: dns; mx.example.net\r\n\r\nFinal-Recipient: rfc822; x@example.org\r\n--b--\r\n")
     assert outcome_of(anonymous_client, raw)["action"] == "ignored"
     assert session.scalar(sa.select(sa.func.count()).select_from(MailOutbox)) == 0
+
+
+# Item 7: every word reaches the ticket.
+
+def _first_message(client, ticket_id: int) -> dict:
+    return client.get(f"/api/tickets/{ticket_id}/messages").get_json()["messages"][0]
+
+
+def _mime(top: bytes, *parts: bytes, boundary: bytes = b"b") -> bytes:
+    """A multipart message of ``parts`` (each its headers, a blank line and its content)."""
+    body = b"".join(b"--" + boundary + b"\r\n" + part + b"\r\n" for part in parts)
+    return top + b"Content-Type: multipart/mixed; boundary=" + boundary + b"\r\n\r\n" + body + b"--" + boundary \
+        + b"--\r\n"
+
+
+def _top(message_id: str, sender: bytes = b"bob@example.com") -> bytes:
+    return (b"From: " + sender + b"\r\nTo: support@example.com\r\nSubject: Printer\r\nMessage-ID: "
+            + message_id.encode() + b"\r\nMIME-Version: 1.0\r\n")
+
+
+PNG = b"Content-Type: image/png; name=photo.png\r\nContent-Disposition: inline; filename=photo.png\r\n" \
+      b"Content-Transfer-Encoding: base64\r\n\r\niVBORw0KGgo="
+
+
+def test_item_7_text_after_an_inline_image_reaches_the_ticket(inbound, anonymous_client, client):
+    raw = _mime(_top("<img@c.test>"), b"Content-Type: text/plain\r\n\r\nMy printer shows this:", PNG,
+                b"Content-Type: text/plain\r\n\r\nand then it stops printing entirely.")
+    outcome = outcome_of(anonymous_client, raw)
+    message = _first_message(client, outcome["ticket_id"])
+    body = message["body"]
+    assert body.index("My printer shows this:") < body.index("[image: photo.png]") \
+        < body.index("and then it stops printing entirely.")
+    assert [a["filename"] for a in message["attachments"]] == ["photo.png"]
+
+
+def test_item_7_html_is_read_only_when_there_is_no_plain_text(inbound, anonymous_client, client):
+    alternative = (b"Content-Type: multipart/alternative; boundary=alt\r\n\r\n--alt\r\nContent-Type: text/plain\r\n\r\n"
+                   b"Plain words.\r\n--alt\r\nContent-Type: text/html\r\n\r\n<p>Html words.</p>\r\n--alt--")
+    outcome = outcome_of(anonymous_client, _mime(_top("<alt@c.test>"), alternative))
+    body = _first_message(client, outcome["ticket_id"])["body"]
+    assert "Plain words." in body and "Html words." not in body
+    html_only = _mime(_top("<html@c.test>"), b"Content-Type: text/html\r\n\r\n<p>Only <b>html</b> words &amp; more</p>")
+    body = _first_message(client, outcome_of(anonymous_client, html_only)["ticket_id"])["body"]
+    assert "Only" in body and "html" in body and "words & more" in body and "<p>" not in body
+
+
+FORWARDED_INVOICE = ("Please check this invoice, it charges me twice.\n\n"
+                     "---------- Forwarded message ---------\nDe: Billing <billing@shop.example>\n"
+                     "A: bob@example.com\nDate: Mon, 1 Dec 2026\nSubject: Invoice 4711\n\n"
+                     "Invoice 4711: 2 x Parrot food, 49.90 EUR each.\n")
+
+
+def test_item_7_a_forwarded_invoice_in_a_new_ticket_is_not_cut(inbound, anonymous_client, client):
+    outcome = outcome_of(anonymous_client, email_bytes(message_id="<fwd@c.test>", body=FORWARDED_INVOICE))
+    body = _first_message(client, outcome["ticket_id"])["body"]
+    assert "Invoice 4711: 2 x Parrot food, 49.90 EUR each." in body and "De: Billing" in body
+
+
+def test_item_7_a_follow_up_still_has_its_quoted_history_cut(inbound, client, anonymous_client):
+    ticket_id, reply_id = _bobs_thread(client)
+    raw = email_bytes(in_reply_to=reply_id, message_id="<cut@c.test>",
+                      body="Mars, please.\n\nOn Mon, 1 Dec 2026, Support wrote:\n> Which planet exactly?\n")
+    assert outcome_of(anonymous_client, raw)["action"] == "follow_up"
+    body = client.get(f"/api/tickets/{ticket_id}/messages").get_json()["messages"][-1]["body"]
+    assert body == "Mars, please."
+
+
+def test_item_7_an_attached_message_becomes_an_eml_and_its_text_is_shown(inbound, anonymous_client, client):
+    inner = (b"From: Billing <billing@shop.example>\r\nSubject: Invoice 4711\r\nContent-Type: text/plain\r\n\r\n"
+             b"Invoice 4711: 2 x Parrot food.\r\n")
+    raw = _mime(_top("<rfc822@c.test>"), b"Content-Type: text/plain\r\n\r\nSee the forwarded invoice.",
+                b"Content-Type: message/rfc822\r\n\r\n" + inner)
+    message = _first_message(client, outcome_of(anonymous_client, raw)["ticket_id"])
+    body = message["body"]
+    assert body.index("See the forwarded invoice.") < body.index("Forwarded message") \
+        < body.index("Invoice 4711: 2 x Parrot food.")
+    [eml] = message["attachments"]
+    assert eml["filename"].endswith(".eml") and eml["content_type"] == "message/rfc822"
+    assert b"Invoice 4711: 2 x Parrot food." in client.get(eml["url"]).data
+
+
+def test_item_7_parts_over_the_limit_are_noted(inbound, anonymous_client, client):
+    files = [b"Content-Type: application/octet-stream\r\nContent-Disposition: attachment; filename=f%d.bin\r\n\r\nx"
+             % n for n in range(600)]
+    raw = _mime(_top("<many@c.test>"), b"Content-Type: text/plain\r\n\r\nMany files.", *files)
+    message = _first_message(client, outcome_of(anonymous_client, raw)["ticket_id"])
+    assert "101 part(s) over the limit of 500" in message["body"]
+
+
+def test_item_7_bidi_controls_are_removed_from_file_names(inbound, anonymous_client, client):
+    raw = email_bytes(message_id="<bidi@c.test>", attachments=[("invoice\u202egpj.exe", "application/pdf", b"MZ")])
+    message = _first_message(client, outcome_of(anonymous_client, raw)["ticket_id"])
+    assert [a["filename"] for a in message["attachments"]] == ["invoicegpj.exe"]
+
+
+# Item 8: caps per endpoint.
+
+def test_item_8_a_webhook_email_with_a_3_mb_photo_is_stored_with_the_photo_listed(inbound, anonymous_client, client,
+                                                                                    app):
+    photo = bytes(range(256)) * (3_000_000 // 256)
+    assert len(photo) > app.config["MAX_CONTENT_LENGTH"]  # the JSON APIs' cap stays 1 MiB
+    raw = email_bytes(message_id="<photo@c.test>", body="A photo of the jam.",
+                      attachments=[("jam.jpg", "image/jpeg", photo)])
+    message = _first_message(client, outcome_of(anonymous_client, raw)["ticket_id"])
+    [listed] = message["attachments"]
+    assert (listed["filename"], listed["size"]) == ("jam.jpg", len(photo))
+
+
+def test_item_8_mail_pipe_stores_an_oversized_message_truncated_and_quarantined(cli_env, monkeypatch, db_engine):
+    monkeypatch.setenv("INBOUND_RAW_MAX_BYTES", "4096")
+    raw = email_bytes(message_id="<big@c.test>", body="x" * 20_000)
+    result = CliRunner().invoke(main, ["mail", "pipe"], input=raw)
+    assert result.exit_code == 0 and '"action": "quarantined"' in result.output, result.output
+    with db_engine.connect() as conn:
+        row = conn.execute(sa.select(InboundEmail.size, InboundEmail.raw_truncated, sa.func.length(InboundEmail.raw))
+                           .where(InboundEmail.message_id == "<big@c.test>")).one()
+    assert tuple(row) == (len(raw), True, 4096)
