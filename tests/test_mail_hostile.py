@@ -5,14 +5,18 @@ relay, automatic mail recognised, every word kept, caps per endpoint. Through th
 from __future__ import annotations
 
 import dataclasses
+import ssl
+import subprocess
 import time
 from email.message import EmailMessage
 
 import pytest
 import sqlalchemy as sa
+from aiosmtpd.controller import Controller
 from click.testing import CliRunner
 
 from service.cli.main import main
+from service.config import Settings
 from service.db.models import InboundEmail, MailOutbox, Ticket
 from service.intake import receive
 from service.intake.html_text import html_to_text
@@ -26,6 +30,7 @@ from service.mail.delivery import deliver_due_mail
 from service.mail.transport import SmtpTransport
 
 from .smtp_server import SmtpSink
+from .smtp_server import _Keep as Keep
 from .test_mail_inbound import SECRET, email_bytes, outcome_of
 
 BUDGET_SECONDS = 5.0  # wide on purpose (2 shared cores); each is linear and takes well under a second alone
@@ -483,3 +488,69 @@ def test_item_8_mail_pipe_stores_an_oversized_message_truncated_and_quarantined(
         row = conn.execute(sa.select(InboundEmail.size, InboundEmail.raw_truncated, sa.func.length(InboundEmail.raw))
                            .where(InboundEmail.message_id == "<big@c.test>")).one()
     assert tuple(row) == (len(raw), True, 4096)
+
+
+# Item 9: verified TLS (a TLS-only aiosmtpd with a self-signed certificate made here by the openssl CLI).
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 and its key: (cert.pem, key.pem)."""
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = str(folder / "cert.pem"), str(folder / "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+class TlsSink(SmtpSink):
+    """An SMTP server that only talks TLS: implicit (SMTPS, port 465 style) or STARTTLS required before MAIL."""
+
+    def __init__(self, certificate: tuple[str, str], *, implicit: bool) -> None:
+        super().__init__()
+        self.certificate, self.implicit = certificate, implicit
+
+    def start(self) -> "TlsSink":
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(*self.certificate)
+        options = {"ssl_context": context} if self.implicit else {"tls_context": context, "require_starttls": True}
+        self._controller = Controller(Keep(self.inbox, self.refused), hostname="127.0.0.1", port=self.port,
+                                      **options)
+        self._controller.start()
+        return self
+
+
+@pytest.mark.parametrize("mode", ["implicit", "starttls"])
+def test_item_9_nothing_goes_to_an_untrusted_certificate_and_all_goes_with_smtp_ca_file(runtime, session,
+                                                                                        certificate, mode):
+    with TlsSink(certificate, implicit=mode == "implicit") as sink:
+        runtime.settings = dataclasses.replace(runtime.settings, smtp_host="127.0.0.1", smtp_port=sink.port,
+                                               smtp_tls=mode, smtp_ca_file=None, mail_from="support@example.com")
+        with runtime.session() as writing:
+            writing.add(MailOutbox(to_address="alice@example.com", subject="Hello", body="b",
+                                   message_id="<tls1@example.com>"))
+        assert deliver(runtime).sent == 0 and sink.inbox == []
+        row = session.scalars(sa.select(MailOutbox).execution_options(populate_existing=True)).one()
+        assert row.failed_at is None and row.sent_at is None and "certificate" in row.last_error  # retried
+        runtime.settings = dataclasses.replace(runtime.settings, smtp_ca_file=certificate[0])
+        session.execute(sa.update(MailOutbox).values(next_attempt_at=sa.func.now()))
+        session.flush()
+        assert deliver(runtime).sent == 1
+        assert [str(m["Subject"]) for m in sink.wait_for(1)] == ["Hello"]
+
+
+def test_item_9_starttls_is_never_downgraded_to_plain_text(runtime, session, smtp):
+    runtime.settings = dataclasses.replace(runtime.settings, smtp_host="127.0.0.1", smtp_port=smtp.port,
+                                           smtp_tls="starttls", mail_from="support@example.com")
+    with runtime.session() as writing:
+        writing.add(MailOutbox(to_address="alice@example.com", subject="Hello", body="b",
+                               message_id="<plain1@example.com>"))
+    assert deliver(runtime).sent == 0 and smtp.inbox == []
+    row = session.scalars(sa.select(MailOutbox).execution_options(populate_existing=True)).one()
+    assert row.failed_at is None and "STARTTLS" in row.last_error
+
+
+@pytest.mark.parametrize("env, mode", [({"SMTP_STARTTLS": "1"}, "starttls"), ({"SMTP_PORT": "465"}, "implicit"),
+                                       ({}, "none"), ({"SMTP_TLS": "starttls", "SMTP_PORT": "465"}, "starttls")])
+def test_item_9_smtp_tls_keeps_smtp_starttls_as_an_alias(env, mode):
+    assert Settings.from_env(env).smtp_tls == mode
