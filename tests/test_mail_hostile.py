@@ -5,6 +5,7 @@ relay, automatic mail recognised, every word kept, caps per endpoint. Through th
 from __future__ import annotations
 
 import dataclasses
+import html
 import ssl
 import subprocess
 import time
@@ -354,7 +355,7 @@ AUTOMATIC = {
 
 @pytest.mark.parametrize("header", AUTOMATIC.values(), ids=AUTOMATIC.keys())
 def test_item_6_automatic_mail_is_stored_with_no_ticket_no_ack_no_notification(mailing, anonymous_client, session,
-                                                                                 header):
+                                                                                 admin_client, header):
     raw = header + email_bytes(sender="robot@example.com", message_id="<auto@c.test>", body=HANDED_OFF)
     outcome = outcome_of(anonymous_client, raw)
     assert outcome["action"] == "ignored" and outcome["reason"]
@@ -362,6 +363,8 @@ def test_item_6_automatic_mail_is_stored_with_no_ticket_no_ack_no_notification(m
         == "ignored"
     assert session.scalar(sa.select(sa.func.count()).select_from(MailOutbox)) == 0
     assert session.scalar(sa.select(sa.func.count()).select_from(Ticket)) == 0
+    shown = admin_client.get("/admin/mail").get_data(as_text=True).split('id="automatic-mail"')[1]
+    assert "robot@example.com" in shown and html.escape(outcome["reason"][:12], quote=False) in shown
 
 
 def test_item_6_a_delivery_status_report_is_automatic(mailing, anonymous_client, session):
@@ -521,7 +524,7 @@ class TlsSink(SmtpSink):
 
 
 @pytest.mark.parametrize("mode", ["implicit", "starttls"])
-def test_item_9_nothing_goes_to_an_untrusted_certificate_and_all_goes_with_smtp_ca_file(runtime, session,
+def test_item_9_nothing_goes_to_an_untrusted_certificate_and_all_goes_with_smtp_ca_file(runtime, session, admin_client,
                                                                                         certificate, mode):
     with TlsSink(certificate, implicit=mode == "implicit") as sink:
         runtime.settings = dataclasses.replace(runtime.settings, smtp_host="127.0.0.1", smtp_port=sink.port,
@@ -532,6 +535,8 @@ def test_item_9_nothing_goes_to_an_untrusted_certificate_and_all_goes_with_smtp_
         assert deliver(runtime).sent == 0 and sink.inbox == []
         row = session.scalars(sa.select(MailOutbox).execution_options(populate_existing=True)).one()
         assert row.failed_at is None and row.sent_at is None and "certificate" in row.last_error  # retried
+        page = admin_client.get("/admin/mail").get_data(as_text=True)
+        assert 'id="retrying-mail"' in page and "SMTP_CA_FILE" in page.split('id="retrying-mail"')[1]
         runtime.settings = dataclasses.replace(runtime.settings, smtp_ca_file=certificate[0])
         session.execute(sa.update(MailOutbox).values(next_attempt_at=sa.func.now()))
         session.flush()

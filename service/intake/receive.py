@@ -22,7 +22,7 @@ from service.db.models import InboundEmail, Ticket, TicketMessage
 from service.intake.match import Match, match_ticket
 from service.intake.parse import Attachment, InboundMail, parse_email
 from service.intake.quoted import strip_quoted
-from service.intake.store import set_outcome, store_inbound
+from service.intake.store import MAX_ATTEMPTS, set_outcome, store_inbound
 from service.mail.compose import token_from_address
 from service.runtime import Runtime
 from service.tickets.attachments import add_attachment
@@ -36,7 +36,6 @@ from service.tickets.work import acknowledge
 from service.tickets.workflow import finish_ticket
 
 log = logging.getLogger(__name__)
-MAX_ATTEMPTS = 3  # a message whose handling never finished (a killed worker) is quarantined on the next try
 _SUBJECT_PREFIX = re.compile(r"^\s*((re|fwd?|aw|wg|sv)\s*:\s*)+", re.IGNORECASE)
 TicketLink = Callable[[int, str], str]
 

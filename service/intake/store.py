@@ -16,6 +16,7 @@ from service.db.models import InboundEmail
 from service.intake.parse import addresses, header_text, message_id_of, read_headers
 
 REASON_MAX_CHARS = 500
+MAX_ATTEMPTS = 3  # a message whose handling never finished (a killed worker) is quarantined on the next try
 OPEN_STATUSES = ("received", "quarantined")
 
 
@@ -106,6 +107,14 @@ def open_inbound(session: Session, *, limit: int = 100) -> list[InboundView]:
                         r.ticket_id) for r in rows]
 
 
+def automatic_inbound(session: Session, *, limit: int = 20) -> list[InboundView]:
+    """The latest automatic e-mails (auto-replies, bounces, lists): stored and shown, never answered."""
+    rows = session.scalars(sa.select(InboundEmail).where(InboundEmail.status == "ignored")
+                           .order_by(InboundEmail.id.desc()).limit(limit)).all()
+    return [InboundView(r.id, r.received_at, r.sender, r.subject, r.status, r.reason, r.attempts, r.size,
+                        r.ticket_id) for r in rows]
+
+
 def inbound_counts(session: Session) -> dict[str, int]:
     """How many stored e-mails are in each status."""
     rows = session.execute(sa.select(InboundEmail.status, sa.func.count()).group_by(InboundEmail.status)).all()
@@ -126,3 +135,4 @@ def reopen_inbound(session: Session, inbound_id: int) -> None:
     if row is None or row.status not in OPEN_STATUSES:
         raise LookupError(f"no quarantined e-mail {inbound_id}")
     row.status = "received"
+    row.attempts = min(row.attempts, MAX_ATTEMPTS - 1)  # an admin's Retry is one more attempt, not a fresh count

@@ -157,6 +157,26 @@ def recent_acknowledgements_to_domain(session: Session, domain: str) -> int:
         MailOutbox.created_at > sa.func.now() - sa.text("interval '1 hour'"))) or 0
 
 
+@dataclass(frozen=True)
+class RetryingMail:
+    """An e-mail whose last attempt failed and that will be tried again (a TLS or connection failure, a 4xx)."""
+
+    outbox_id: int
+    to_address: str
+    subject: str
+    attempts: int
+    error: str
+    next_attempt_at: datetime
+
+
+def retrying_mail(session: Session, *, limit: int = 100) -> list[RetryingMail]:
+    """Unsent e-mails with a failed attempt behind them, next due first: /admin/mail shows why they wait."""
+    rows = session.scalars(sa.select(MailOutbox).where(
+        MailOutbox.sent_at.is_(None), MailOutbox.failed_at.is_(None), MailOutbox.last_error.is_not(None))
+        .order_by(MailOutbox.next_attempt_at, MailOutbox.id).limit(limit)).all()
+    return [RetryingMail(r.id, r.to_address, r.subject, r.attempts, r.last_error, r.next_attempt_at) for r in rows]
+
+
 def failed_mail(session: Session, *, ticket_id: int | None = None, limit: int = 100) -> list[FailedMail]:
     """Failed e-mails, newest first (one ticket's, or all)."""
     where = [MailOutbox.failed_at.is_not(None)] + ([MailOutbox.ticket_id == ticket_id] if ticket_id else [])
