@@ -15,6 +15,8 @@ import pytest
 import sqlalchemy as sa
 from aiosmtpd.controller import Controller
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from service.cli.main import main
 from service.config import Settings
@@ -559,3 +561,65 @@ def test_item_9_starttls_is_never_downgraded_to_plain_text(runtime, session, smt
                                        ({}, "none"), ({"SMTP_TLS": "starttls", "SMTP_PORT": "465"}, "starttls")])
 def test_item_9_smtp_tls_keeps_smtp_starttls_as_an_alias(env, mode):
     assert Settings.from_env(env).smtp_tls == mode
+
+
+# Item 7: a property over generated MIME trees: every text leaf's words reach the body or an attachment.
+
+WORDS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=4, max_size=10)
+
+
+def _leaf_strategy():
+    plain = st.builds(lambda words: ("plain", words), st.lists(WORDS, min_size=1, max_size=5))
+    html_leaf = st.builds(lambda words: ("html", words), st.lists(WORDS, min_size=1, max_size=5))
+    image = st.just(("image", []))
+    attached = st.builds(lambda words: ("attached", words), st.lists(WORDS, min_size=1, max_size=3))
+    alternative = st.builds(lambda words: ("alternative", words), st.lists(WORDS, min_size=1, max_size=5))
+    return st.one_of(plain, html_leaf, image, attached, alternative)
+
+
+TREES = st.recursive(_leaf_strategy(), lambda children: st.one_of(
+    st.builds(lambda parts: ("mixed", parts), st.lists(children, min_size=1, max_size=4)),
+    st.builds(lambda parts: ("related", parts), st.lists(children, min_size=1, max_size=3)),
+    st.builds(lambda part: ("forwarded", [part]), children)), max_leaves=12)
+
+
+def _build(tree) -> tuple[EmailMessage, list[str]]:
+    """The MIME part for ``tree`` and the words of its text leaves."""
+    kind, content = tree
+    part = EmailMessage()
+    if kind == "plain":
+        part.set_content(" ".join(content) + "\n")
+    elif kind == "html":
+        part.set_content("<p>" + "</p><p>".join(content) + "</p>\n", subtype="html")
+    elif kind == "image":
+        part.set_content(b"\x89PNG\r\n", maintype="image", subtype="png", disposition="inline", filename="p.png")
+    elif kind == "attached":
+        part.set_content(" ".join(content) + "\n", disposition="attachment", filename="notes.txt")
+    elif kind == "alternative":  # the same words twice, as mail clients send them
+        part.set_content(" ".join(content) + "\n")
+        part.add_alternative("<p>" + " ".join(content) + "</p>\n", subtype="html")
+    elif kind == "forwarded":
+        inner, words = _build(content[0])
+        inner["Subject"] = "Forwarded"
+        part.set_content(inner)
+        return part, words
+    else:
+        words = []
+        part.make_mixed() if kind == "mixed" else part.make_related()
+        for child in content:
+            built, child_words = _build(child)
+            part.attach(built)
+            words += child_words
+        return part, words
+    return part, content if kind != "image" else []
+
+
+@settings(max_examples=60, deadline=None)
+@given(TREES)
+def test_item_7_every_text_leafs_words_reach_the_body_or_an_attachment(tree):
+    message, words = _build(tree)
+    message["From"], message["Subject"] = "bob@example.com", "Generated"
+    mail = parse_email(bytes(message))
+    assert mail.problem is None
+    found = mail.text + " ".join(a.content.decode("utf-8", "replace") for a in mail.attachments)
+    assert all(word in found for word in words), (words, found)

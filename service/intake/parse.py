@@ -193,6 +193,7 @@ class _Body:
         self.other: list[tuple[int, str]] = []  # placeholders and forwarded headings
         self.attachments: list[Attachment] = []
         self.notes: list[str] = []
+        self.html_parts: list[bytes] = []  # inline HTML outside an alternative: kept as a file when plain text wins
         self.position = self.leaves = 0
 
     def add(self, kind: list[tuple[int, str]], text: str) -> None:
@@ -220,6 +221,8 @@ def _leaf(body: _Body, part: Message, mode: str) -> None:
             text = decode_part(part)
             html_part = part.get_content_subtype() == "html"
             body.add(body.html if html_part else body.plain, html_to_text(text) if html_part else text)
+            if html_part:
+                body.html_parts.append(text.encode("utf-8"))
         return
     if mode == "text_only":  # inside a forwarded message: its files are in the .eml already
         return
@@ -277,6 +280,9 @@ def body_and_attachments(message: Message) -> tuple[str, list[Attachment], list[
             body.notes.append(f"[Not read: parts nested deeper than {MAX_DEPTH} levels]")
             continue
         stack.extend((child, depth + 1, child_mode) for child, child_mode in reversed(children))
+    if body.plain:  # HTML parts beside plain text (not alternatives of it) are the customer's words too
+        for content in body.html_parts:
+            body.attachments.append(Attachment(f"part-{len(body.attachments) + 1}.html", "text/html", content))
     if body.leaves > MAX_PARTS:
         body.notes.append(f"[Not read: {body.leaves - MAX_PARTS} part(s) over the limit of {MAX_PARTS} per e-mail]")
     return body.text().replace("\x00", ""), body.attachments, list(dict.fromkeys(body.notes))
