@@ -439,8 +439,11 @@ def test_item_7_a_follow_up_still_has_its_quoted_history_cut(inbound, client, an
     raw = email_bytes(in_reply_to=reply_id, message_id="<cut@c.test>",
                       body="Mars, please.\n\nOn Mon, 1 Dec 2026, Support wrote:\n> Which planet exactly?\n")
     assert outcome_of(anonymous_client, raw)["action"] == "follow_up"
-    body = client.get(f"/api/tickets/{ticket_id}/messages").get_json()["messages"][-1]["body"]
-    assert body == "Mars, please."
+    message = client.get(f"/api/tickets/{ticket_id}/messages").get_json()["messages"][-1]
+    assert message["body"] == "Mars, please."
+    [history] = message["attachments"]  # the cut part is kept, collapsed into a file
+    assert history["filename"] == "quoted-history.txt"
+    assert b"> Which planet exactly?" in client.get(history["url"]).data
 
 
 def test_item_7_an_attached_message_becomes_an_eml_and_its_text_is_shown(inbound, anonymous_client, client):

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from service.cli.main import main
 from service.db.models import InboundEmail, MailOutbox, Ticket
 from service.intake.quoted import strip_quoted
+from service.intake.receive import receive_email
 from service.intake.signature import sign
 
 from .admin_helpers import csrf_from
@@ -143,8 +144,9 @@ def test_item_2_the_customer_follows_up_by_subject_reference_whatever_the_case_o
 def test_item_3_every_message_is_stored_first_with_its_hash_and_raw_bytes_capped(inbound, anonymous_client, session):
     inbound.settings = dataclasses.replace(inbound.settings, inbound_raw_max_bytes=1024)
     raw = email_bytes(body="Do you ship parrot food to Mars? " * 100)
-    outcome = outcome_of(anonymous_client, raw)
-    assert outcome["action"] == "quarantined" and "INBOUND_RAW_MAX_BYTES" in outcome["reason"]  # never parsed half
+    assert post(anonymous_client, raw).status_code == 413  # the webhook's cap is INBOUND_RAW_MAX_BYTES
+    outcome = receive_email(inbound, raw, ticket_link=lambda ticket_id, key: "https://help.example.com/")
+    assert outcome.action == "quarantined" and "INBOUND_RAW_MAX_BYTES" in outcome.reason  # never parsed half
     row = session.scalars(sa.select(InboundEmail).where(InboundEmail.message_id == "<b1@customer.test>")).one()
     assert (row.sha256, row.size, row.raw, row.raw_truncated) == (hashlib.sha256(raw).hexdigest(), len(raw),
                                                                   raw[:1024], True)

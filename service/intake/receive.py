@@ -21,7 +21,7 @@ from service.config import Settings
 from service.db.models import InboundEmail, Ticket, TicketMessage
 from service.intake.match import Match, match_ticket
 from service.intake.parse import Attachment, InboundMail, parse_email
-from service.intake.quoted import strip_quoted
+from service.intake.quoted import split_quoted, strip_quoted
 from service.intake.store import MAX_ATTEMPTS, set_outcome, store_inbound
 from service.mail.compose import token_from_address
 from service.runtime import Runtime
@@ -166,6 +166,9 @@ def decide(session: Session, settings: Settings, row: InboundEmail,
     match = match_ticket(session, settings, mail)
     if match.follow_up:
         body = message_body(mail, kept, notes, follow_up=True)
+        history = split_quoted(mail.text)[1]
+        if history:  # kept, as a file agents open when they need it (collapsed, out of the thread's way)
+            kept = [*kept, Attachment("quoted-history.txt", "text/plain", history.encode("utf-8"))]
         return _follow_up(session, settings, row, mail, match, body, kept), None
     body = message_body(mail, kept, notes)
     try:

@@ -172,7 +172,8 @@ class RetryingMail:
 def retrying_mail(session: Session, *, limit: int = 100) -> list[RetryingMail]:
     """Unsent e-mails with a failed attempt behind them, next due first: /admin/mail shows why they wait."""
     rows = session.scalars(sa.select(MailOutbox).where(
-        MailOutbox.sent_at.is_(None), MailOutbox.failed_at.is_(None), MailOutbox.last_error.is_not(None))
+        MailOutbox.sent_at.is_(None), MailOutbox.failed_at.is_(None), MailOutbox.last_error.is_not(None),
+        MailOutbox.attempts > 0)  # an admin's Retry starts again from attempt 0: no failure behind it yet
         .order_by(MailOutbox.next_attempt_at, MailOutbox.id).limit(limit)).all()
     return [RetryingMail(r.id, r.to_address, r.subject, r.attempts, r.last_error, r.next_attempt_at) for r in rows]
 
