@@ -25,6 +25,7 @@ _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 _MSG_ID = re.compile(r"<[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
                      r"@[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*>")
 DECODE_ROUNDS = 5
+HEADER_MAX_CHARS = 2000  # a header value is cut there first: decode_header is quadratic in encoded words
 _MIME_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
 
 
@@ -64,6 +65,7 @@ def header_safe(value: str) -> str:
     On Python before 3.11.10/3.12.5, ``EmailMessage`` decodes ``=?utf-8?q?…=0D=0A…?=`` in a value and writes the
     CR LF out verbatim (CVE-2024-6923): cleaning the raw string alone lets that through.
     """
+    value = value[:HEADER_MAX_CHARS]
     for _ in range(DECODE_ROUNDS):
         decoded = _decoded_words(value) if "=?" in value else value
         if decoded == value:
