@@ -30,8 +30,43 @@ from service.intake.signature import sign
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--base", default="http://127.0.0.1:5077")
 parser.add_argument("--secret", default="s3cret")
+parser.add_argument("--parsers", action="store_true", help="time the parsers on 1 MiB inputs (no server), then exit")
 ARGS = parser.parse_args()
 BASE = ARGS.base.rstrip("/") + "/api/inbound/email"
+
+
+def time_parsers() -> None:
+    """Best of three for each parser and cut on an adversarial 1 MiB input, as a Markdown table."""
+    from service.intake.html_text import html_to_text
+    from service.intake.quoted import strip_quoted
+    from service.intake.senders import strict_mailbox
+    from service.mail.compose import header_safe
+
+    mib = 1024 * 1024
+    cases = [(html_to_text, "<" * mib, "`<` x 1 MiB"), (html_to_text, "<a" * (mib // 2), "`<a` x 512 Ki"),
+             (html_to_text, "<!--" * (mib // 4), "`<!--` x 256 Ki"), (html_to_text, "<a b='" * (mib // 6), "`<a b='`"),
+             (strip_quoted, "On " + "a " * (mib // 2), "`On a a a`, 1 MiB"),
+             (lambda v: strict_mailbox([v]), "(" * mib, "`(` x 1 MiB"),
+             (header_safe, "=?utf-8?q?a=0D=0A?=" * (mib // 19), "encoded CR LF words, 1 MiB")]
+    for function, value, label in cases:
+        best = min(_seconds(function, value) for _ in range(3))
+        print(f"| `{label_of(function)}` | {label} | {best:.2f} s |")
+
+
+def label_of(function) -> str:
+    """The function's name (the lambda around strict_mailbox is named for it)."""
+    return "strict_mailbox" if function.__name__ == "<lambda>" else function.__name__
+
+
+def _seconds(function, value) -> float:
+    started = time.perf_counter()
+    function(value)
+    return time.perf_counter() - started
+
+
+if ARGS.parsers:
+    time_parsers()
+    raise SystemExit(0)
 
 def post(raw: bytes, signature: str | None = None) -> tuple:
     """POST one raw message signed now (or with ``signature``): (status, JSON, seconds)."""
