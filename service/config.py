@@ -274,6 +274,9 @@ class Settings:
     mail_ack_per_domain_per_hour: int = integer(
         "MAIL_ACK_PER_DOMAIN_PER_HOUR", 20, "acknowledgements to all the addresses of one domain per hour",
         area=MAIL, low=0)
+    mail_ack_per_client_per_hour: int = integer(
+        "MAIL_ACK_PER_CLIENT_PER_HOUR", 10, "acknowledgements that anonymous requests from one client address may "
+        "cause per hour (the ticket is still stored)", area=MAIL, low=0)
     reply_attachment_max_bytes: int = integer(
         "REPLY_ATTACHMENT_MAX_BYTES", 5 * 1024 * 1024, "largest file on an agent's reply", area=MAIL, low=1)
     reply_attachments_max_bytes: int = integer(

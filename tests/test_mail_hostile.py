@@ -633,3 +633,13 @@ def test_item_7_every_text_leafs_words_reach_the_body_or_an_attachment(tree):
     assert mail.problem is None
     found = mail.text + " ".join(a.content.decode("utf-8", "replace") for a in mail.attachments)
     assert all(word in found for word in words), (words, found)
+
+
+def test_item_5_acknowledgements_caused_by_one_anonymous_client_are_limited(mailing, anonymous_client, session):
+    mailing.settings = dataclasses.replace(mailing.settings, mail_ack_per_client_per_hour=2)
+    for n in range(4):
+        created = anonymous_client.post("/api/tickets", json={"subject": "Parrot", "body": HANDED_OFF,
+                                                              "email": f"c{n}@domain{n}.example"})
+        assert created.status_code == 201  # the ticket is stored all the same
+    assert session.scalar(sa.select(sa.func.count()).select_from(MailOutbox).where(
+        MailOutbox.auto_submitted.is_not(None))) == 2
