@@ -4,6 +4,7 @@ relay, automatic mail recognised, every word kept, caps per endpoint. Through th
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import html
 import ssl
@@ -643,3 +644,15 @@ def test_item_5_acknowledgements_caused_by_one_anonymous_client_are_limited(mail
         assert created.status_code == 201  # the ticket is stored all the same
     assert session.scalar(sa.select(sa.func.count()).select_from(MailOutbox).where(
         MailOutbox.auto_submitted.is_not(None))) == 2
+
+
+def test_item_8_reply_attachments_follow_their_own_caps_and_json_keeps_1_mib(mailing, client, app, smtp):
+    ticket_id = client.post("/api/tickets", json={"subject": "Parrot", "body": HANDED_OFF,
+                                                  "email": "alice@example.com"}).get_json()["ticket"]["id"]
+    photo = bytes(range(256)) * (2_000_000 // 256)  # 2 MB: over the JSON cap once base64, within the reply caps
+    reply = client.post(f"/api/tickets/{ticket_id}/replies", json={"body": "The label.", "attachments": [
+        {"filename": "label.png", "content_type": "image/png", "content_base64": base64.b64encode(photo).decode()}]})
+    assert reply.status_code == 201, reply.get_data(as_text=True)
+    too_big = client.post("/api/tickets", json={"subject": "x", "body": "y" * 1000, "pad": "z" * (
+        app.config["MAX_CONTENT_LENGTH"] + 10)})
+    assert too_big.status_code == 413

@@ -33,10 +33,7 @@ def email_webhook():
 
     503 when the database is down (nothing was kept: the provider should retry).
     """
-    # An e-mail's cap is INBOUND_RAW_MAX_BYTES, not the JSON APIs' SUPPORTRAG_MAX_REQUEST_BYTES: a 3 MB photo is
-    # stored first, then the attachment caps decide what is kept (413 only above the raw cap).
-    request.max_content_length = runtime().settings.inbound_raw_max_bytes
-    body = request.get_data(cache=False)
+    body = request.get_data(cache=False)  # capped at INBOUND_RAW_MAX_BYTES (service.web.requests.request_cap)
     check_signature(body)
     outcome = receive_email(runtime(), body, ticket_link=ticket_link)
     return jsonify({"outcome": outcome.to_dict()})
