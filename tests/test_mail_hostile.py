@@ -656,3 +656,26 @@ def test_item_8_reply_attachments_follow_their_own_caps_and_json_keeps_1_mib(mai
     too_big = client.post("/api/tickets", json={"subject": "x", "body": "y" * 1000, "pad": "z" * (
         app.config["MAX_CONTENT_LENGTH"] + 10)})
     assert too_big.status_code == 413
+
+
+class Utf8Sink(SmtpSink):
+    """An SMTP server that offers SMTPUTF8, as mainstream servers do."""
+
+    def start(self) -> "Utf8Sink":
+        self._controller = Controller(Keep(self.inbox, self.refused), hostname="127.0.0.1", port=self.port,
+                                      enable_SMTPUTF8=True)
+        self._controller.start()
+        return self
+
+
+def test_item_4_an_internationalised_sender_is_acknowledged_over_smtputf8(seeded, anonymous_client, session):
+    with Utf8Sink() as sink:
+        seeded.settings = dataclasses.replace(
+            seeded.settings, smtp_host="127.0.0.1", smtp_port=sink.port, mail_from="support@example.com",
+            mail_reply_to="support+{token}@example.com", inbound_email_secret=SECRET)
+        raw = ("From: Jörg <jörg@bücher.example>\r\nTo: support@example.com\r\nSubject: Bücher\r\n"
+               "Message-ID: <jorg2@c.test>\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n"
+               f"{HANDED_OFF}\r\n").encode("utf-8")
+        assert outcome_of(anonymous_client, raw)["action"] == "new_ticket"
+        assert deliver(seeded).sent >= 1
+        assert [str(m["To"]) for m in sink.wait_for(1)] == ["jörg@xn--bcher-kva.example"]

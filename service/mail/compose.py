@@ -119,6 +119,11 @@ def token_from_address(settings: Settings, address: str) -> str | None:
 def checked_address(address: str) -> str:
     """``address`` as one addr-spec, or InvalidAddress (no display name, no list, no line break)."""
     value = address.strip()
+    local, at, domain = value.rpartition("@")
+    try:  # an internationalised domain travels as its xn-- form; a UTF-8 local part needs SMTPUTF8 (smtplib asks)
+        value = f"{local}{at}{domain.encode('idna').decode('ascii')}" if at and not domain.isascii() else value
+    except UnicodeError as exc:
+        raise InvalidAddress(f"not a deliverable address: {value[:200]!r}") from exc
     if not _ADDR_SPEC.fullmatch(value) or "=?" in value:
         raise InvalidAddress(f"not a deliverable address: {value[:200]!r}")
     return value
