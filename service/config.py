@@ -393,6 +393,8 @@ class Settings:
             raise ConfigError("IMAP_PROCESSED_FOLDER must differ from IMAP_FOLDER")
         if self.reply_attachment_max_bytes > self.reply_attachments_max_bytes:
             raise ConfigError("REPLY_ATTACHMENT_MAX_BYTES must be at most REPLY_ATTACHMENTS_MAX_BYTES")
+        if self.smtp_ca_file and not os.path.isfile(self.smtp_ca_file):
+            raise ConfigError(f"SMTP_CA_FILE {self.smtp_ca_file!r} is not a file (a PEM file of the CA to trust)")
         if self.inbound_attachment_max_bytes > self.inbound_message_attachments_max_bytes:
             raise ConfigError("INBOUND_ATTACHMENT_MAX_BYTES must be at most INBOUND_MESSAGE_ATTACHMENTS_MAX_BYTES")
 
