@@ -679,3 +679,11 @@ def test_item_4_an_internationalised_sender_is_acknowledged_over_smtputf8(seeded
         assert outcome_of(anonymous_client, raw)["action"] == "new_ticket"
         assert deliver(seeded).sent >= 1
         assert [str(m["To"]) for m in sink.wait_for(1)] == ["jörg@xn--bcher-kva.example"]
+
+
+def test_item_3_raw_8_bit_bytes_in_every_header_are_stored_with_a_2xx(inbound, anonymous_client, session):
+    raw = (b"From: J\xf6rg <j\xf6rg@example.com>\r\nCc: \xff\xfe@example.com\r\nMessage-ID: <a\xff@b.example>\r\n"
+           b"Subject: \xe9t\xe9\r\nReferences: <r\xff@b.example>\r\nTo: support@example.com\r\n\r\nbody \xff\r\n")
+    outcome = outcome_of(anonymous_client, raw)
+    assert outcome["action"] in ("new_ticket", "quarantined")
+    assert session.scalar(sa.select(sa.func.count()).select_from(InboundEmail)) == 1
