@@ -455,16 +455,19 @@ def test_item_7_a_follow_up_still_has_its_quoted_history_cut(inbound, client, an
 
 
 def test_item_7_an_attached_message_becomes_an_eml_and_its_text_is_shown(inbound, anonymous_client, client):
-    inner = (b"From: Billing <billing@shop.example>\r\nSubject: Invoice 4711\r\nContent-Type: text/plain\r\n\r\n"
-             b"Invoice 4711: 2 x Parrot food.\r\n")
+    inner = (b"From: Billing <billing@shop.example>\r\nSubject: Invoice 4711\r\nContent-Type: multipart/mixed; "
+             b"boundary=in\r\n\r\n--in\r\nContent-Type: text/plain\r\n\r\nInvoice 4711: 2 x Parrot food.\r\n"
+             b"--in\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; filename=invoice-4711.pdf"
+             b"\r\n\r\n%PDF-1.4 invoice\r\n--in--\r\n")
     raw = _mime(_top("<rfc822@c.test>"), b"Content-Type: text/plain\r\n\r\nSee the forwarded invoice.",
                 b"Content-Type: message/rfc822\r\n\r\n" + inner)
     message = _first_message(client, outcome_of(anonymous_client, raw)["ticket_id"])
     body = message["body"]
     assert body.index("See the forwarded invoice.") < body.index("Forwarded message") \
         < body.index("Invoice 4711: 2 x Parrot food.")
-    [eml] = message["attachments"]
+    eml, pdf = message["attachments"]  # the forwarded message whole, and the invoice inside it
     assert eml["filename"].endswith(".eml") and eml["content_type"] == "message/rfc822"
+    assert pdf["filename"] == "invoice-4711.pdf"
     assert b"Invoice 4711: 2 x Parrot food." in client.get(eml["url"]).data
 
 

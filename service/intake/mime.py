@@ -128,8 +128,6 @@ def _leaf(body: _Body, part: Message, mode: str) -> None:
             if html_part:
                 body.html_parts.append(text.encode("utf-8"))
         return
-    if mode == "text_only":  # inside a forwarded message: its files are in the .eml already
-        return
     content = part.get_payload(decode=True)
     if not isinstance(content, bytes):
         return
@@ -172,7 +170,7 @@ def body_and_attachments(message: Message) -> tuple[str, list[Attachment], list[
             continue
         if part.get_content_type() == "message/rfc822":
             inner = _forwarded(body, part, mode)
-            children = [(inner, "text_only" if mode == "all" else mode)] if inner is not None else []
+            children = [(inner, mode)] if inner is not None else []  # its files listed too: a forwarded invoice
         elif part.is_multipart() and isinstance(part.get_payload(), list):
             payload = [child for child in part.get_payload() if isinstance(child, Message)]
             chosen = _chosen_alternative(payload) if part.get_content_type() == "multipart/alternative" else None
