@@ -690,3 +690,12 @@ def test_item_3_raw_8_bit_bytes_in_every_header_are_stored_with_a_2xx(inbound, a
     outcome = outcome_of(anonymous_client, raw)
     assert outcome["action"] in ("new_ticket", "quarantined")
     assert session.scalar(sa.select(sa.func.count()).select_from(InboundEmail)) == 1
+
+
+def test_item_3_mail_pipe_exits_75_never_1_on_an_unexpected_error(cli_env, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug before anything was stored")
+
+    monkeypatch.setattr("service.cli.mail.receive_email", broken)
+    result = CliRunner().invoke(main, ["mail", "pipe"], input=email_bytes(message_id="<bug@c.test>"))
+    assert result.exit_code == 75 and "will retry" in result.output

@@ -60,6 +60,9 @@ def pipe() -> None:
     except ConfigError as exc:
         click.echo(f"configuration error, fix it and the mail server's retry will deliver: {exc}", err=True)
         sys.exit(EX_TEMPFAIL)
+    except Exception as exc:  # noqa: BLE001 - never exit 1 (the mail server would bounce it): it keeps it instead
+        click.echo(f"could not take the message, the mail server will retry: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(EX_TEMPFAIL)
     click.echo(json.dumps(outcome.to_dict()))
 
 
