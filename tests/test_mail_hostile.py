@@ -699,3 +699,17 @@ def test_item_3_mail_pipe_exits_75_never_1_on_an_unexpected_error(cli_env, monke
     monkeypatch.setattr("service.cli.mail.receive_email", broken)
     result = CliRunner().invoke(main, ["mail", "pipe"], input=email_bytes(message_id="<bug@c.test>"))
     assert result.exit_code == 75 and "will retry" in result.output
+
+
+def test_item_5_an_ambiguous_from_never_counts_as_that_address_having_written(mailing, smtp, anonymous_client,
+                                                                              client, session):
+    raw = email_bytes(sender="bob@example.com <mallory@evil.example>", message_id="<forged@c.test>",
+                      subject="Parrot food", body=HANDED_OFF)
+    assert outcome_of(anonymous_client, raw)["action"] == "new_ticket"
+    assert session.scalar(sa.select(InboundEmail.sender).where(InboundEmail.message_id == "<forged@c.test>")) is None
+    created = client.post("/api/tickets", json={"subject": "Parrot food", "body": HANDED_OFF,
+                                                "email": "bob@example.com"})
+    assert created.get_json()["ticket"]["status"] == "needs_agent"
+    deliver(mailing)
+    ack = next(m for m in smtp.wait_for(2) if str(m["To"]) == "bob@example.com")
+    assert "Parrot" not in str(ack["Subject"]) + ack.get_body().get_content()  # Bob never wrote: nothing quoted

@@ -13,7 +13,9 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from service.db.models import InboundEmail
-from service.intake.parse import addresses, header_text, message_id_of, read_headers
+from service.intake.headers import addresses, header_text, raw_headers
+from service.intake.parse import message_id_of, read_headers
+from service.intake.senders import strict_mailbox
 
 REASON_MAX_CHARS = 500
 MAX_ATTEMPTS = 3  # a message whose handling never finished (a killed worker) is quarantined on the next try
@@ -66,7 +68,7 @@ def _header_fields(raw: bytes) -> tuple[str | None, dict]:
     try:
         headers = read_headers(raw)
         return _storable(message_id_of(headers)), dict(
-            sender=_storable((addresses(headers, "From") or [None])[0]),
+            sender=_storable(strict_mailbox(raw_headers(headers, "From"))),  # None unless exactly one mailbox
             subject=_storable(header_text(headers, "Subject")[:300]),
             cc=[_storable(address) for address in addresses(headers, "Cc")[:50]])
     except Exception:  # noqa: BLE001 - storing comes first; parse_email says what was wrong
