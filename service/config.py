@@ -271,7 +271,16 @@ class Settings:
     smtp_port: int = integer("SMTP_PORT", 25, "its port", area=MAIL, low=1, high=65535)
     smtp_username: str | None = text("SMTP_USERNAME", None, "login, when the server needs one", area=MAIL)
     smtp_password: str | None = text("SMTP_PASSWORD", None, "its password", area=MAIL, secret=True)
-    smtp_starttls: bool = flag("SMTP_STARTTLS", False, "STARTTLS before login", area=MAIL)
+    smtp_starttls: bool = flag("SMTP_STARTTLS", False, "STARTTLS before login (kept as an alias of "
+                               "`SMTP_TLS=starttls`)", area=MAIL)
+    smtp_tls: str = text(
+        "SMTP_TLS", "none", "`starttls` (port 587), `implicit` (port 465) or `none`; both TLS modes check the "
+        "certificate and host name, and a failure is a retried failure, never a downgrade", area=MAIL,
+        choices=("starttls", "implicit", "none"),
+        derive=lambda v: "implicit" if v["smtp_port"] == 465 else "starttls" if v["smtp_starttls"] else "none",
+        default_text="`implicit` on port 465, `starttls` with `SMTP_STARTTLS`, else `none`")
+    smtp_ca_file: str | None = text("SMTP_CA_FILE", None, "PEM file of a private CA trusted for SMTP and IMAP "
+                                    "TLS (besides the system's)", area=MAIL)
     mail_from: str = text("MAIL_FROM", "support@localhost", "the `From` of every e-mail (its domain names the "
                           "Message-IDs)", area=MAIL, one_line=True)
     mail_reply_to: str | None = text(
@@ -289,6 +298,12 @@ class Settings:
     mail_ack_per_address_per_hour: int = integer(
         "MAIL_ACK_PER_ADDRESS_PER_HOUR", 3, "acknowledgements to one address per hour (`0`: none at all)",
         area=MAIL, low=0)
+    mail_ack_per_domain_per_hour: int = integer(
+        "MAIL_ACK_PER_DOMAIN_PER_HOUR", 20, "acknowledgements to all the addresses of one domain per hour",
+        area=MAIL, low=0)
+    mail_ack_per_client_per_hour: int = integer(
+        "MAIL_ACK_PER_CLIENT_PER_HOUR", 10, "acknowledgements that anonymous requests from one client address may "
+        "cause per hour (the ticket is still stored)", area=MAIL, low=0)
     reply_attachment_max_bytes: int = integer(
         "REPLY_ATTACHMENT_MAX_BYTES", 5 * 1024 * 1024, "largest file on an agent's reply", area=MAIL, low=1)
     reply_attachments_max_bytes: int = integer(
@@ -405,6 +420,8 @@ class Settings:
             raise ConfigError("IMAP_PROCESSED_FOLDER must differ from IMAP_FOLDER")
         if self.reply_attachment_max_bytes > self.reply_attachments_max_bytes:
             raise ConfigError("REPLY_ATTACHMENT_MAX_BYTES must be at most REPLY_ATTACHMENTS_MAX_BYTES")
+        if self.smtp_ca_file and not os.path.isfile(self.smtp_ca_file):
+            raise ConfigError(f"SMTP_CA_FILE {self.smtp_ca_file!r} is not a file (a PEM file of the CA to trust)")
         if self.inbound_attachment_max_bytes > self.inbound_message_attachments_max_bytes:
             raise ConfigError("INBOUND_ATTACHMENT_MAX_BYTES must be at most INBOUND_MESSAGE_ATTACHMENTS_MAX_BYTES")
 

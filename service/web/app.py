@@ -34,7 +34,7 @@ from service.web.learning import learning_api
 from service.web.limits import enforce_rate_limits
 from service.web.mail import init_mail_views
 from service.web.openapi import openapi, refuse_unknown_query_parameters
-from service.web.requests import check_query_string
+from service.web.requests import apply_request_cap, check_query_string
 from service.web.tickets import tickets_api
 from service.web.versions import versions_api
 from service.web.admin.history import admin_history
@@ -50,6 +50,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     runtime = runtime or default_runtime()
     app.config.update(MAX_CONTENT_LENGTH=runtime.settings.max_request_bytes)
     app.json.sort_keys = False  # keep documented field order (Flask 3.1 ignores JSON_SORT_KEYS)
+    app.before_request(apply_request_cap)  # first: the e-mail webhook and replies take more than the JSON APIs
     app.before_request(check_query_string)  # before access, so nothing below ever sees a NUL
     app.before_request(refuse_unknown_query_parameters)
     init_access(app, runtime.settings)  # every endpoint not declared public needs an admin (service/access.py)

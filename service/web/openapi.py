@@ -107,7 +107,8 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
      ("200", "WorkTicketEnvelope"), [_path_id("ticket_id")]),
     ("/api/inbound/email", "post", "inbound.email",
      "Raw MIME from a mail provider, signed with a timestamp (`X-Signature: t=…,v1=…`); stored, then a follow-up, "
-     "a new ticket, a duplicate (a replay), ignored or quarantined; 503 while the database is down",
+     "a new ticket, a duplicate (a replay), ignored or quarantined; 503 while the database is down; 413 only above "
+     "INBOUND_RAW_MAX_BYTES (not SUPPORTRAG_MAX_REQUEST_BYTES: the attachment caps apply after storing)",
      "RawEmail", ("200", "InboundOutcome"), [SIGNATURE_HEADER]),
     ("/api/tickets/{ticket_id}/attachments/{attachment_id}", "get", "attachments.agent_download",
      "Download an attachment of the ticket's thread (always as a file: `Content-Disposition: attachment`)", None,

@@ -21,6 +21,7 @@ from service.tickets.workflow import answer_ticket
 from service.web.attachments import attachment_url
 from service.web.desk import tickets_page
 from service.web.errors import ApiError
+from service.web.limits import acknowledgement_allowed
 from service.web.links import article_link, ticket_link
 from service.web.requests import db, int_arg, json_body, runtime
 
@@ -41,8 +42,8 @@ def tickets_create():
     secret, digest = new_ticket_secret()
     ticket_id = answer_ticket(rt, rt.chat, json_body(TICKET_FIELDS), secret_sha256=digest)
     view = get_ticket(db(), ticket_id)
-    if acknowledge(db(), rt.settings, ticket_id, link=ticket_link(ticket_id, secret),
-                   answer=view.answer if view.status == "answered" else None):
+    if acknowledgement_allowed() and acknowledge(db(), rt.settings, ticket_id, link=ticket_link(ticket_id, secret),
+                                                 answer=view.answer if view.status == "answered" else None):
         db().commit()
     shown = view.to_dict() if g.get("identity") is not None else view.to_public_dict()
     response = jsonify({"ticket": shown, "secret": secret})

@@ -33,6 +33,7 @@ from service.tickets.workflow import answer_ticket
 from service.validation import ValidationError
 from service.web.errors import ApiError
 from service.web.help.markdown import render_answer, render_article, section_anchor
+from service.web.limits import acknowledgement_allowed
 from service.web.links import ticket_link
 from service.web.requests import db, runtime
 
@@ -165,7 +166,7 @@ def _escalate(ticket_id: int, key: str, email: str, *, asked_for_person: bool) -
     first_time = customer_ticket(db(), ticket_id, key).escalated_at is None
     escalate(db(), ticket_id, key, email=email, asked_for_person=asked_for_person,
              first_response_hours=settings.first_response_hours)
-    if first_time:
+    if first_time and acknowledgement_allowed():
         acknowledge(db(), settings, ticket_id, link=ticket_link(ticket_id, key), answer=None)
         notify_unassigned(db(), settings, db().get(Ticket, ticket_id))
 
