@@ -11,7 +11,9 @@ from markupsafe import Markup, escape
 from service.knowledge.sections import PATH_SEPARATOR as SECTION_SEPARATOR
 
 # CommonMark with raw HTML off: whatever an article holds is escaped; markdown-it also refuses javascript: links.
-_MARKDOWN = MarkdownIt("commonmark", {"html": False})
+# Tables (the GFM pipe-table extension) are on: pricing and limits pages are made of them; their cells are inline
+# markdown like any paragraph, so the same escaping and the answer's link filter apply inside them.
+_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
 _NOT_SLUG = re.compile(r"[^\w\s-]")
 _SEPARATORS = re.compile(r"[\s_-]+")
 _CITATION = re.compile(r"(\[\d{1,2}\])")
