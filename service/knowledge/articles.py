@@ -163,7 +163,7 @@ def delete_article(session: Session, article_id: int) -> None:
 def list_articles(session: Session, active_model: str, *, page: int = 1, per_page: int = 20,
                   category: str | None = None, contains: str | None = None) -> tuple[list[StoredArticle], int]:
     """A page of articles, newest first, and the total count; ``contains`` matches title or content."""
-    where = [Article.category == category] if category else []
+    where = [sa.func.lower(Article.category) == category.lower()] if category else []
     if contains:
         pattern = "%" + contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         where.append(sa.or_(Article.title.ilike(pattern, escape="\\"), Article.content.ilike(pattern, escape="\\")))

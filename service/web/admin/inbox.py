@@ -35,6 +35,12 @@ def queue():
     return ticket_list_page()
 
 
+@inbox.get("/customers/<path:address>", endpoint="customer")
+def customer(address: str):
+    """A customer's page: every ticket from one address (any case), newest first, with the list's filters."""
+    return ticket_list_page("all", customer=address)
+
+
 def _draft(ticket_id: int) -> DraftView:
     """The latest unused AI draft, or a new one (committed: reloading the page shows the same draft)."""
     stored = latest_draft(db(), ticket_id)
