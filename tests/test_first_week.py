@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 
+import sqlalchemy as sa
+
+from service.db.models import Article
 from service.web.help.markdown import render_answer, render_article
 
 PRICING = ("Our plans:\n\n| Plan | Requests per minute |\n|------|--------------------:|\n"
@@ -79,3 +82,70 @@ def test_customer_page_lists_every_ticket_of_one_address(client, admin_client):
     assert f'href="/admin/inbox/{joe}"' not in html
     listing = admin_client.get("/admin/inbox?queue=all").get_data(as_text=True)
     assert 'href="/admin/inbox/customers/joe@other.example"' in listing
+
+
+def test_billing_and_billing_are_one_category_in_the_api(client):
+    first = _add_article(client, "Refunds", "How refunds work.", "Billing")
+    second = _add_article(client, "Invoices", "Where invoices are.", "billing")
+    third = _add_article(client, "VAT", "VAT ids on invoices.", " BILLING ")
+    listed = client.get("/api/articles?per_page=100").get_json()["articles"]
+    categories = {a["id"]: a["category"] for a in listed if a["id"] in (first, second, third)}
+    assert set(categories.values()) == {"Billing"}
+    by_filter = client.get("/api/articles?category=billing&per_page=100").get_json()["articles"]
+    assert {a["id"] for a in by_filter} == {first, second, third}
+    moved = client.patch(f"/api/articles/{second}", json={"category": "Other"}).get_json()["article"]
+    back = client.patch(f"/api/articles/{second}", json={"category": "BILLING"}).get_json()["article"]
+    assert moved["category"] == "Other" and back["category"] == "Billing"
+
+
+def test_help_page_and_import_fold_categories_and_front_matter_wins(client, anonymous_client, runtime, tmp_path):
+    from service.knowledge.importer import import_path
+
+    (tmp_path / "billing").mkdir()
+    (tmp_path / "billing" / "refunds.md").write_text("# Refunds\n\nMoney back within 30 days.")
+    (tmp_path / "billing" / "moved.md").write_text("---\ncategory: Account\n---\n# Moved\n\nAn account page.")
+    (tmp_path / "Billing").mkdir()
+    (tmp_path / "Billing" / "plans.md").write_text("# Plans\n\n| Plan | Price |\n|---|---|\n| Pro | 9 |")
+    with runtime.session() as session:
+        report = import_path(session, runtime.embedder, tmp_path)
+        session.commit()
+    assert report.added == 3
+    listed = client.get("/api/articles?per_page=100").get_json()["articles"]
+    categories = {a["title"]: a["category"] for a in listed}
+    assert categories["Moved"] == "Account"
+    assert categories["Refunds"] == categories["Plans"] and categories["Refunds"].lower() == "billing"
+    html = anonymous_client.get("/help/articles").get_data(as_text=True)
+    assert len(re.findall(r">\s*billing\s*<", html, re.IGNORECASE)) == 1
+
+
+def test_a_folder_display_name_becomes_the_category_and_updates_unchanged_files(runtime, tmp_path):
+    from service.knowledge.importer import import_path
+
+    folder = tmp_path / "billing"
+    folder.mkdir()
+    (folder / "refunds.md").write_text("# Refunds\n\nMoney back within 30 days.")
+    with runtime.session() as session:
+        import_path(session, runtime.embedder, tmp_path)
+        (folder / "_category.txt").write_text("\nBilling & invoices\n")
+        report = import_path(session, runtime.embedder, tmp_path)
+        category = session.scalar(sa.select(Article.category).where(Article.title == "Refunds"))
+    assert report.updated == 1 and report.added == 0
+    assert category == "Billing & invoices"
+
+
+def test_migration_folds_existing_case_duplicates_to_the_most_used_spelling(session):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / "migrations" / "versions" / "0032_first_week.py"
+    spec = importlib.util.spec_from_file_location("first_week_migration", path)
+    migration = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(migration)
+    session.execute(sa.text("ALTER TABLE knowledge_base DISABLE TRIGGER knowledge_base_fold_category"))
+    for title, category in (("A", "billing"), ("B", "Billing"), ("C", "Billing"), ("D", "Account"), ("E", None)):
+        session.add(Article(title=title, content=f"{title} text", category=category))
+    session.flush()
+    session.execute(sa.text(migration.FOLD_EXISTING))
+    session.execute(sa.text("ALTER TABLE knowledge_base ENABLE TRIGGER knowledge_base_fold_category"))
+    stored = dict(session.execute(sa.select(Article.title, Article.category)).all())
+    assert stored == {"A": "Billing", "B": "Billing", "C": "Billing", "D": "Account", "E": None}

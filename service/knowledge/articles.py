@@ -104,7 +104,7 @@ def add_article(session: Session, embedder: Embedder, fields: dict[str, Any], *,
     session.add(article)
     session.flush()
     error = _index(session, article, embedder)
-    session.refresh(article, ["created_at", "updated_at"])
+    session.refresh(article, ["created_at", "updated_at", "category"])  # category: the stored spelling (0032)
     return _to_stored(article, article.content_sha256 is not None and error is None, embedder.model_name, error)
 
 
@@ -146,7 +146,7 @@ def update_article(session: Session, embedder: Embedder, article_id: int,
     if cleaned:
         article.updated_at = sa.func.clock_timestamp()  # now() is the transaction's start
     session.flush()
-    session.refresh(article, ["updated_at"])
+    session.refresh(article, ["updated_at", "category"])  # category: the stored spelling (migration 0032)
     # The article's own vector may be kept (unchanged text) while a section failed: ask the rows, as reads do.
     has_embedding = session.scalar(sa.select(_has_embedding_column()).where(Article.id == article.id))
     return _to_stored(article, bool(has_embedding), embedder.model_name, error)
