@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
+import pytest
 import sqlalchemy as sa
 
-from service.db.models import Article
+from service.config import Settings
+from service.config_table import ConfigError
+from service.db.models import Article, MailOutbox
 from service.web.help.markdown import render_answer, render_article
 
 PRICING = ("Our plans:\n\n| Plan | Requests per minute |\n|------|--------------------:|\n"
@@ -149,3 +153,47 @@ def test_migration_folds_existing_case_duplicates_to_the_most_used_spelling(sess
     session.execute(sa.text("ALTER TABLE knowledge_base ENABLE TRIGGER knowledge_base_fold_category"))
     stored = dict(session.execute(sa.select(Article.title, Article.category)).all())
     assert stored == {"A": "Billing", "B": "Billing", "C": "Billing", "D": "Account", "E": None}
+
+
+def _branded(runtime, **extra):
+    runtime.settings = dataclasses.replace(runtime.settings, brand_name="Tallybook", **extra)
+    return runtime
+
+
+def test_help_center_shows_the_brand_name_instead_of_supportrag(runtime, anonymous_client):
+    plain = anonymous_client.get("/help").get_data(as_text=True)
+    assert "supportrag <span>help center</span>" in plain and "Tallybook" not in plain
+    _branded(runtime)
+    html = anonymous_client.get("/help").get_data(as_text=True)
+    text = re.sub(r"<[^>]+>", "", html)
+    assert "Tallybook" in text and "supportrag help center" not in text and "supportrag" not in html
+    assert re.search(r"<title>[^<]*· Tallybook help center</title>", html)
+
+
+def test_brand_colour_and_logo_are_served_to_the_help_center(runtime, anonymous_client, tmp_path):
+    logo = tmp_path / "logo.png"
+    logo.write_bytes(b"\x89PNG\r\n\x1a\n fake but served as is")
+    assert anonymous_client.get("/help/brand/logo").status_code == 404
+    _branded(runtime, brand_color="#0a7d5a", brand_logo=logo)
+    html = anonymous_client.get("/help").get_data(as_text=True)
+    assert 'href="/help/brand/style.css"' in html and 'src="/help/brand/logo"' in html
+    css = anonymous_client.get("/help/brand/style.css")
+    assert css.mimetype == "text/css" and "--accent: #0a7d5a" in css.get_data(as_text=True)
+    with anonymous_client.get("/help/brand/logo") as served:
+        assert served.status_code == 200 and served.mimetype == "image/png" and served.data == logo.read_bytes()
+
+
+def test_brand_colour_must_be_hex():
+    with pytest.raises(ConfigError):
+        Settings.from_env({"SUPPORTRAG_BRAND_COLOR": "red; } body { display: none"})
+    assert Settings.from_env({"SUPPORTRAG_BRAND_NAME": "Tallybook"}).brand.name == "Tallybook"
+
+
+def test_customer_emails_are_signed_and_sent_from_the_brand(seeded, client):
+    _branded(seeded, smtp_host="127.0.0.1", mail_from="support@tallybook.example")
+    response = client.post("/api/tickets", json={"subject": "Parrot food", "email": "maria@acme.example",
+                                                 "body": "Do you ship parrot food to Mars?"})
+    ticket_id = response.get_json()["ticket"]["id"]
+    with seeded.session() as session:
+        row = session.scalars(sa.select(MailOutbox).where(MailOutbox.ticket_id == ticket_id)).one()
+    assert row.body.rstrip().endswith("-- \nTallybook Support") and row.from_name == "Tallybook"

@@ -26,6 +26,7 @@ from service.web.attachments import attachments
 from service.web.desk import desk_api
 from service.web.errors import register_error_handlers
 from service.web.headers import add_security_headers
+from service.web.help.brand import register_brand
 from service.web.help.pages import help_pages, help_root
 from service.web.inbound import inbound
 from service.web.learning import learning_api
@@ -75,6 +76,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     init_mail_views(app)  # failed outgoing e-mail: retry API, workspace button, dashboard count
     app.register_blueprint(attachments)
     register_desk(app)  # the one ticket list, team panel, settings, CSAT (issue 25 items 4-6)
+    register_brand(app)  # SUPPORTRAG_BRAND_*: the help center's name, colour and logo (issue 37)
     register_error_handlers(app)
 
     @app.teardown_appcontext
