@@ -197,3 +197,18 @@ def test_customer_emails_are_signed_and_sent_from_the_brand(seeded, client):
     with seeded.session() as session:
         row = session.scalars(sa.select(MailOutbox).where(MailOutbox.ticket_id == ticket_id)).one()
     assert row.body.rstrip().endswith("-- \nTallybook Support") and row.from_name == "Tallybook"
+
+
+def test_the_docs_open_with_a_first_day_page_whose_screenshots_exist():
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).parent.parent
+    nav = yaml.safe_load((root / "mkdocs.yml").read_text().replace("!!python", "#"))["nav"]
+    assert nav[0] == {"Your first day": "first-day.md"}
+    page = (root / "docs" / "first-day.md").read_text()
+    for topic in ("supportrag import", "/help", "--role agent", "IMAP_HOST", "/admin/candidates"):
+        assert topic in page
+    images = re.findall(r"\]\((screenshots/[^)]+\.png)\)", page)
+    assert len(images) >= 5 and all((root / "docs" / image).is_file() for image in images)
