@@ -13,6 +13,8 @@ from service.config_table import ConfigError
 from service.db.models import Article, MailOutbox
 from service.web.help.markdown import render_answer, render_article
 
+from .admin_helpers import csrf_from
+
 PRICING = ("Our plans:\n\n| Plan | Requests per minute |\n|------|--------------------:|\n"
            "| Free | 60 |\n| Pro <script>x</script> | [600](javascript:alert(1)) |\n")
 
@@ -212,3 +214,19 @@ def test_the_docs_open_with_a_first_day_page_whose_screenshots_exist():
         assert topic in page
     images = re.findall(r"\]\((screenshots/[^)]+\.png)\)", page)
     assert len(images) >= 5 and all((root / "docs" / image).is_file() for image in images)
+
+
+def test_labels_say_what_they_mean(client, admin_client, anonymous_client):
+    dashboard = admin_client.get("/admin/dashboard").get_data(as_text=True)
+    assert "Deflection" not in dashboard and "Self-service" in dashboard
+    assert 'class="card total deflection"' not in dashboard  # no green for a rate of nothing
+    listing = admin_client.get("/admin/inbox?queue=all").get_data(as_text=True)
+    assert "Ticked:" not in listing and ">From<" not in listing and ">To<" not in listing
+    assert "Created on or after" in listing and "Created on or before" in listing
+    token = csrf_from(anonymous_client.get("/help").get_data(as_text=True))
+    asked = anonymous_client.post("/help/ask", data={"csrf_token": token, "description": "Parrot food on Mars?"})
+    ticket_page = anonymous_client.get(asked.headers["Location"]).get_data(as_text=True)
+    escalated = anonymous_client.post(f"{asked.headers['Location']}/escalate",
+                                      data={"csrf_token": csrf_from(ticket_page), "email": "maria@acme.example"})
+    html = anonymous_client.get(escalated.headers["Location"]).get_data(as_text=True)
+    assert "with a support agent" in html and "status-needs_agent" not in html
