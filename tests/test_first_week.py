@@ -7,10 +7,14 @@ import re
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.orm import Session
 
 from service.config import Settings
 from service.config_table import ConfigError
+from service.db.engine import create_engine
 from service.db.models import Article, MailOutbox
+from service.db.statistics import needs_analyze, refresh_statistics
+from service.knowledge.articles import bulk_add_articles
 from service.web.help.markdown import render_answer, render_article
 
 from .admin_helpers import csrf_from
@@ -230,3 +234,43 @@ def test_labels_say_what_they_mean(client, admin_client, anonymous_client):
                                       data={"csrf_token": csrf_from(ticket_page), "email": "maria@acme.example"})
     html = anonymous_client.get(escalated.headers["Location"]).get_data(as_text=True)
     assert "with a support agent" in html and "status-needs_agent" not in html
+
+
+@pytest.mark.parametrize("written, planned, analyze", [
+    (51, -1, True),  # never analyzed: any write past the base threshold
+    (50, -1, False),
+    (200, 1000, True),  # 50 + 10 % of 1,000 = 150
+    (150, 1000, False),
+    (16_000, 615, True),
+    (1_000, 16_005, False),
+])
+def test_a_write_needs_analyze_past_autovacuums_threshold(written, planned, analyze):
+    assert needs_analyze(written, planned) is analyze
+
+
+def _planned_rows(connection, table: str) -> float:
+    return connection.execute(sa.text("SELECT reltuples FROM pg_class WHERE oid = to_regclass(:t)"),
+                              {"t": table}).scalar_one()
+
+
+def test_a_bulk_write_into_an_empty_knowledge_base_analyzes_its_tables(migrated_database_url, local_embedder):
+    engine = create_engine(migrated_database_url)
+    try:
+        with Session(engine) as session:
+            assert _planned_rows(session, "knowledge_base") < 0  # never analyzed
+            ids = bulk_add_articles(session, local_embedder,
+                                    [{"title": f"Plan {n}", "content": f"Plan {n} allows {n} requests a minute."}
+                                     for n in range(60)])
+            session.commit()
+        with engine.connect() as connection:
+            assert len(ids) == 60
+            assert _planned_rows(connection, "knowledge_base") == 60
+            assert _planned_rows(connection, "knowledge_sections") >= 60
+            assert _planned_rows(connection, "search_vectors") >= 120
+    finally:
+        engine.dispose()
+
+
+def test_refresh_statistics_skips_small_writes(session):
+    assert refresh_statistics(session, {"knowledge_base": 10, "knowledge_sections": 50}) == []
+    assert refresh_statistics(session, {"knowledge_base": 10**9}) == ["knowledge_base"]

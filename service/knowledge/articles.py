@@ -9,9 +9,11 @@ from datetime import datetime
 from typing import Any, Callable
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from service.db.models import Article, ArticleSection
+from service.db.statistics import ANALYZE_BASE_ROWS, refresh_statistics
 from service.knowledge.audit import ImportanceCause, record_importance_change
 from service.knowledge.indexing import IndexInput, index_articles, write_batch
 from service.knowledge.pipeline import embed_ahead
@@ -285,4 +287,17 @@ def bulk_add_articles(session: Session, embedder: Embedder, items: list[dict[str
             ids.extend(new_ids)
             if on_progress:
                 on_progress(len(batch))
+    _refresh_statistics(session, ids)
     return ids
+
+
+def _refresh_statistics(session: Session, ids: list[int]) -> None:
+    """ANALYZE the tables this bulk write grew past autovacuum's threshold, before anyone searches them."""
+    if len(ids) <= ANALYZE_BASE_ROWS:  # below the threshold whatever the table holds: skip the count
+        return
+    sections = session.scalar(sa.select(sa.func.count()).select_from(ArticleSection).where(
+        ArticleSection.article_id == sa.any_(sa.bindparam("ids", ids, type_=ARRAY(sa.BigInteger)))))
+    analyzed = refresh_statistics(session, {"knowledge_base": len(ids), "knowledge_sections": sections,
+                                            "search_vectors": sections + len(ids)})
+    if analyzed:
+        log.info("analyzed %s after writing %d articles", ", ".join(analyzed), len(ids))
