@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import re
 
@@ -274,3 +275,30 @@ def test_a_bulk_write_into_an_empty_knowledge_base_analyzes_its_tables(migrated_
 def test_refresh_statistics_skips_small_writes(session):
     assert refresh_statistics(session, {"knowledge_base": 10, "knowledge_sections": 50}) == []
     assert refresh_statistics(session, {"knowledge_base": 10**9}) == ["knowledge_base"]
+
+
+def test_the_agents_sent_attachment_shows_in_the_agents_thread(client, admin_client):
+    ticket_id = _ticket(client, "Parrot food", "maria@acme.example")
+    pdf = b"%PDF-1.4 invoice"
+    reply = client.post(f"/api/tickets/{ticket_id}/replies", json={"body": "See the invoice.", "attachments": [
+        {"filename": "invoice-2026.pdf", "content_type": "application/pdf",
+         "content_base64": base64.b64encode(pdf).decode()}]})
+    assert reply.status_code == 201, reply.get_json()
+    html = admin_client.get(f"/admin/inbox/{ticket_id}").get_data(as_text=True)
+    link = re.search(r'href="(/api/tickets/\d+/attachments/\d+)" download>invoice-2026.pdf</a>', html)
+    assert link is not None
+    thread = html[html.index('id="thread-heading"'):html.index('id="composer"')]
+    assert "invoice-2026.pdf" in thread and "See the invoice." in thread
+    assert admin_client.get(link.group(1)).data == pdf
+
+
+def test_the_canned_reply_picker_sits_above_the_composer(client, admin_client):
+    created = admin_client.get("/admin/canned")
+    assert created.status_code == 200
+    ticket_id = _ticket(client, "Parrot food", "maria@acme.example")
+    with_canned = admin_client.post("/admin/canned", data={
+        "csrf_token": csrf_from(created.get_data(as_text=True)), "title": "Invoice copy",
+        "body": "You can download every invoice under Account."})
+    assert with_canned.status_code in (302, 303), with_canned.get_data(as_text=True)[:500]
+    html = admin_client.get(f"/admin/inbox/{ticket_id}").get_data(as_text=True)
+    assert html.index('id="canned-form"') < html.index('id="reply-body"') < html.index("Send, set pending")
