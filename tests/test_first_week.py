@@ -302,3 +302,10 @@ def test_the_canned_reply_picker_sits_above_the_composer(client, admin_client):
     assert with_canned.status_code in (302, 303), with_canned.get_data(as_text=True)[:500]
     html = admin_client.get(f"/admin/inbox/{ticket_id}").get_data(as_text=True)
     assert html.index('id="canned-form"') < html.index('id="reply-body"') < html.index("Send, set pending")
+
+
+def test_the_customers_other_tickets_match_the_address_in_any_case(client):
+    first = _ticket(client, "Invoice total", "maria@acme.example")
+    second = _ticket(client, "VAT id", "MARIA@acme.example")
+    history = client.get(f"/api/tickets/{first}/history").get_json()["tickets"]
+    assert [item["id"] for item in history] == [second]

@@ -175,12 +175,12 @@ class HistoryItem:
 
 
 def customer_history(session: Session, ticket_id: int, *, limit: int = 20) -> list[HistoryItem]:
-    """The other tickets from the ticket's customer address, newest first (none without an address)."""
+    """The other tickets from the ticket's customer address (any case), newest first (none without an address)."""
     ticket = work_ticket(session, ticket_id)
     if not ticket.customer_email:
         return []
     rows = session.execute(sa.select(Ticket.id, Ticket.subject, Ticket.state, Ticket.status, Ticket.created_at)
-                           .where(Ticket.customer_email == ticket.customer_email, Ticket.id != ticket_id)
+                           .where(customer_clause(ticket.customer_email), Ticket.id != ticket_id)
                            .order_by(Ticket.id.desc()).limit(limit)).all()
     return [HistoryItem(*row) for row in rows]
 
