@@ -13,9 +13,10 @@ from sqlalchemy.orm import Session
 from service.config import Settings
 from service.config_table import ConfigError
 from service.db.engine import create_engine
-from service.db.models import Article, MailOutbox
+from service.db.models import Article, MailOutbox, TicketCitation
 from service.db.statistics import needs_analyze, refresh_statistics
 from service.knowledge.articles import bulk_add_articles
+from service.tickets.answering import above_floor
 from service.web.help.markdown import render_answer, render_article
 
 from .admin_helpers import csrf_from
@@ -309,3 +310,39 @@ def test_the_customers_other_tickets_match_the_address_in_any_case(client):
     second = _ticket(client, "VAT id", "MARIA@acme.example")
     history = client.get(f"/api/tickets/{first}/history").get_json()["tickets"]
     assert [item["id"] for item in history] == [second]
+
+
+@dataclasses.dataclass
+class _Result:
+    id: int
+    similarity: float | None
+
+
+@pytest.mark.parametrize("similarities, kept", [
+    ([0.62, 0.18, 0.41], [0.62, 0.41]),  # a boosted unrelated article ranked second is not evidence
+    ([0.62, None], [0.62, None]),  # no cosine (embedder down): nothing to judge by
+    ([0.29], []),
+    ([0.30], [0.30]),
+])
+def test_evidence_keeps_the_ranked_order_above_the_floor(similarities, kept):
+    results = [_Result(n, s) for n, s in enumerate(similarities)]
+    assert [r.similarity for r in above_floor(results, 0.30)] == kept
+
+
+def test_the_workspace_folds_evidence_below_the_floor_and_the_draft_never_cites_it(seeded, client, admin_client):
+    response = client.post("/api/articles", json={"title": "Volcano tours in Iceland", "importance": 2.0,
+                                                  "content": "Our guided volcano hikes leave Reykjavik at dawn."})
+    assert response.status_code == 201
+    with seeded.session() as session:  # the seed articles' own boost off: the volcano's outranks them
+        session.execute(sa.update(Article).where(Article.title != "Volcano tours in Iceland").values(importance=0))
+    ticket_id = _ticket(client, "Password reset", "maria@acme.example")
+    with seeded.session() as session:
+        ranked = session.execute(sa.select(TicketCitation.article_title, TicketCitation.similarity)
+                                 .where(TicketCitation.ticket_id == ticket_id)).all()
+    below = [title for title, similarity in ranked if similarity is not None and similarity < 0.30]
+    assert "Volcano tours in Iceland" in below, ranked  # ranked by the formula, but unrelated
+    html = admin_client.get(f"/admin/inbox/{ticket_id}").get_data(as_text=True)
+    folded = html[html.index('class="below-floor"'):html.index("</details>", html.index('class="below-floor"'))]
+    assert all(title in folded for title in below)
+    draft = client.get(f"/api/tickets/{ticket_id}/draft").get_json()
+    assert draft["citations"] and not {c["title"] for c in draft["citations"]} & set(below)

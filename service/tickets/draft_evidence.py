@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from service.db.models import Ticket
 from service.retrieval.search import SearchResult, run_search
 from service.runtime import Runtime
-from service.tickets.answering import ContextArticle, GateDecision, ticket_query
+from service.tickets.answering import ContextArticle, GateDecision, above_floor, ticket_query
 from service.tickets.similar import SimilarTicket, similar_solved_tickets
 from service.tickets.workflow import CONTEXT_ARTICLES, answer_gate, matched_texts
 
@@ -65,7 +65,8 @@ def mark_ticket_citations(text: str, ticket_numbers: dict[int, int]) -> str:
 
 
 def gather_evidence(session: Session, runtime: Runtime, ticket: Ticket, thread_text: str) -> Evidence:
-    """Retrieve for the thread; keep the articles only if they clear the customers' answer gate; add the solved
+    """Retrieve for the thread; keep the articles only if they clear the customers' answer gate, and then only those
+    at or above its similarity floor (``above_floor``); add the solved
     tickets at least SIMILAR_TICKET_MIN_SIMILARITY close to the question."""
     settings = runtime.settings
     outcome = run_search(session, runtime.embedder, ticket_query(ticket.subject, thread_text),
@@ -75,5 +76,6 @@ def gather_evidence(session: Session, runtime: Runtime, ticket: Ticket, thread_t
                if t.similarity >= settings.similar_ticket_min_similarity]
     if not gate.answerable:
         return Evidence([], {}, tickets, nothing_above_notice(gate, outcome.results))
-    return Evidence(outcome.results, matched_texts(session, outcome.results), tickets, None)
+    results = above_floor(outcome.results, settings.answer_min_similarity)  # relevant evidence only
+    return Evidence(results, matched_texts(session, results), tickets, None)
 

@@ -90,7 +90,8 @@ def ticket(ticket_id: int):
                            mail=mail_statuses(db(), ticket_id), composer=text, draft=draft, canned_title=canned_title,
                            canned=replies, has_llm=runtime().chat is not None, me=_me(), restored=restored,
                            similar=similar, min_similar=runtime().settings.similar_ticket_min_similarity,
-                           files=attachments_by_message(db(), ticket_id))
+                           files=attachments_by_message(db(), ticket_id),
+                           floor=runtime().settings.answer_min_similarity)
 
 
 @inbox.post("/<int:ticket_id>/assign", endpoint="assign")
