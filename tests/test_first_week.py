@@ -346,3 +346,22 @@ def test_the_workspace_folds_evidence_below_the_floor_and_the_draft_never_cites_
     assert all(title in folded for title in below)
     draft = client.get(f"/api/tickets/{ticket_id}/draft").get_json()
     assert draft["citations"] and not {c["title"] for c in draft["citations"]} & set(below)
+
+
+def test_the_importance_page_shows_each_articles_progress_and_recount_says_what_it_counted(seeded, admin_client):
+    from .test_learning import _record
+
+    with seeded.session() as session:
+        reset, refund = (session.scalar(sa.select(Article.id).where(Article.title == title))
+                         for title in ("Reset your password", "How to request a refund"))
+    _record(seeded, reset, ["q1", "q2", "q3"], solved=True)
+    _record(seeded, refund, ["q4", "q5", "q6", "q7", "q8", "q9"], solved=True)
+    page = admin_client.get("/admin/importance").get_data(as_text=True)
+    progress = page[page.index('id="proposal-progress"'):]
+    assert "Reset your password" in progress and "3 of 5 · 2 to go" in progress
+    assert "6 of 5 · counted" in progress
+    assert progress.index("How to request a refund") < progress.index("Reset your password")  # closest first
+    recount = admin_client.post("/admin/importance/refresh", data={"csrf_token": csrf_from(page)},
+                                follow_redirects=True).get_data(as_text=True)
+    assert re.search(r"Recounted the last 30 days: 2 articles with outcomes, \d+ proposals? pending, "
+                     r"1 still short of 5 outcomes\.", recount)
