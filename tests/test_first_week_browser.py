@@ -127,5 +127,9 @@ def test_on_a_phone_the_first_tickets_and_the_thread_are_above_the_fold(browser,
             assert page.locator("table.desk tbody tr").count() == 2
             assert re.search("Tickets from maria@acme.example", page.locator("h1").inner_text())
             page.screenshot(path=str(screenshots / f"agent-customer-page{suffix}.png"))
+            page.goto(f"{served['base_url']}/admin/dashboard")
+            assert page.locator("h1").inner_text().endswith("Self-service")
+            assert _fits_the_width(page, context.pages[0].viewport_size["width"])
+            page.screenshot(path=str(screenshots / f"dashboard-self-service{suffix}.png"))
         finally:
             context.close()
