@@ -35,6 +35,7 @@ def test_markdown_table_renders_as_a_table_with_the_same_escaping():
     html = str(render_article(PRICING))
     assert "<table>" in html and "<th>Plan</th>" in html and "<td>Free</td>" in html
     assert "| Plan |" not in html
+    assert '<td class="align-right">60</td>' in html and "style=" not in html  # the CSP refuses inline styles
     assert "<script>" not in html and "&lt;script&gt;" in html and 'href="javascript' not in html
 
 
