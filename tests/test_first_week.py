@@ -17,9 +17,11 @@ from service.db.models import Article, MailOutbox, TicketCitation
 from service.db.statistics import needs_analyze, refresh_statistics
 from service.knowledge.articles import bulk_add_articles
 from service.tickets.answering import above_floor
+from service.tickets.workflow import answer_ticket
 from service.web.help.markdown import render_answer, render_article
 
 from .admin_helpers import csrf_from
+from .test_tickets import make_chat  # noqa: F401 (a fixture)
 
 PRICING = ("Our plans:\n\n| Plan | Requests per minute |\n|------|--------------------:|\n"
            "| Free | 60 |\n| Pro <script>x</script> | [600](javascript:alert(1)) |\n")
@@ -366,3 +368,24 @@ def test_the_importance_page_shows_each_articles_progress_and_recount_says_what_
                                 follow_redirects=True).get_data(as_text=True)
     assert re.search(r"Recounted the last 30 days: 2 articles with outcomes, \d+ proposals? pending, "
                      r"1 still short of 5 outcomes\.", recount)
+
+
+def test_the_language_model_never_sees_an_article_below_the_floor_and_ranks_keep_their_numbers(
+        seeded, client, make_chat, fake_openai):
+    response = client.post("/api/articles", json={"title": "Volcano tours in Iceland", "importance": 2.0,
+                                                  "content": "Our guided volcano hikes leave Reykjavik at dawn."})
+    assert response.status_code == 201
+    with seeded.session() as session:
+        session.execute(sa.update(Article).where(Article.title != "Volcano tours in Iceland").values(importance=0))
+    fake_openai.state.chat_reply = "Use the Forgot password link [1]."
+    ticket_id = answer_ticket(seeded, make_chat(), {"subject": "Password reset", "body": "Password reset please"})
+    with seeded.session() as session:
+        stored = session.execute(sa.select(TicketCitation.rank, TicketCitation.article_title, TicketCitation.cited)
+                                 .where(TicketCitation.ticket_id == ticket_id).order_by(TicketCitation.rank)).all()
+    assert any(title == "Volcano tours in Iceland" for _, title, _ in stored)  # still ranked and recorded
+    [request] = fake_openai.chat_requests()
+    prompt = "\n".join(message["content"] for message in request["body"]["messages"])
+    assert "Volcano" not in prompt
+    numbers = [int(n) for n in re.findall(r'<article number="(\d+)">', prompt)]
+    assert numbers == [rank for rank, title, _ in stored if title != "Volcano tours in Iceland"][:len(numbers)]
+    assert [title for _, title, cited in stored if cited] == [stored[0][1]]
