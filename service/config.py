@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -79,6 +80,31 @@ def _email_address(name: str, raw: str) -> str | None:
     if "@" not in value:
         raise ConfigError(f"{name} must be one e-mail address, got {raw!r}")
     return value or None
+
+
+_HEX_COLOR = re.compile(r"#(?:[0-9a-fA-F]{3}){1,2}")
+
+
+def _brand_color(name: str, raw: str) -> str:
+    """A CSS hex colour (``#0a7`` or ``#00aa77``): it goes into the help center's style sheet as is."""
+    value = raw.strip()
+    if not _HEX_COLOR.fullmatch(value):
+        raise ConfigError(f"{name} must be a hex colour such as #1f6feb, got {raw!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Brand:
+    """What customers see of the product: its name, accent colour and logo (the help center, e-mails, widget)."""
+
+    name: str | None = None  # None: the service's own "supportrag help center"
+    color: str | None = None
+    logo: Path | None = None
+
+    @property
+    def signature(self) -> str | None:
+        """The e-mails' sign-off, ``Tallybook Support``; None without a name."""
+        return f"{self.name} Support" if self.name else None
 
 
 def _public_url(_name: str, raw: str) -> str | None:
@@ -377,6 +403,15 @@ class Settings:
     proxy_hops: int = integer(
         "SUPPORTRAG_PROXY_HOPS", 0, "reverse proxies in front of the service; the client address for limits is "
         "then taken from their `X-Forwarded-For`", area=WEB, low=0)
+    brand_name: str | None = text(
+        "SUPPORTRAG_BRAND_NAME", None, "the product's name customers see: the help center's header and title, the "
+        "e-mails' sender name and signature", area=WEB, one_line=True, default_text="unset (\"supportrag help center\")")
+    brand_color: str | None = text(
+        "SUPPORTRAG_BRAND_COLOR", None, "accent colour of the help center (hex, e.g. `#1f6feb`)", area=WEB,
+        parse=_brand_color)
+    brand_logo: Path | None = text(
+        "SUPPORTRAG_BRAND_LOGO", None, "path of a logo image (PNG, JPEG, GIF, WebP or SVG) shown in the help "
+        "center's header", area=WEB, parse=lambda _name, raw: Path(raw).expanduser())
 
     # ---- learning (the knowledge loop)
     importance_window_days: int = integer(
@@ -424,6 +459,11 @@ class Settings:
             raise ConfigError(f"SMTP_CA_FILE {self.smtp_ca_file!r} is not a file (a PEM file of the CA to trust)")
         if self.inbound_attachment_max_bytes > self.inbound_message_attachments_max_bytes:
             raise ConfigError("INBOUND_ATTACHMENT_MAX_BYTES must be at most INBOUND_MESSAGE_ATTACHMENTS_MAX_BYTES")
+
+    @property
+    def brand(self) -> Brand:
+        """The brand customers see (the help center, e-mails and, later, the widget read this one object)."""
+        return Brand(name=self.brand_name, color=self.brand_color, logo=self.brand_logo)
 
     @property
     def model_cache_dir(self) -> Path:

@@ -156,7 +156,7 @@ def test_7_the_agent_solves_it(agent, served, story, browser, screenshots):
         page = phone.new_page()
         page.goto(f"{served['base_url']}/admin/inbox/{story['ticket_id']}")
         assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
-        assert page.get_by_role("link", name="Deflection").is_visible()
+        assert page.get_by_role("link", name="Self-service").is_visible()
         page.screenshot(path=str(screenshots / "agent-workspace-phone.png"), full_page=True)
     finally:
         phone.close()

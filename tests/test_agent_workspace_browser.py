@@ -140,8 +140,9 @@ def test_3_typed_text_survives_a_note_and_a_canned_reply(agent, story):
     cursor = len("Dear Bo,\n\n")
     composer.evaluate(f"box => box.setSelectionRange({cursor}, {cursor})")
     agent.get_by_label("Canned reply").select_option(label=CANNED_TITLE)
-    agent.get_by_role("button", name="Use", exact=True).click()
-    assert composer.input_value() == f"Dear Bo,\n\n{CANNED_BODY}Thanks for waiting."  # at the cursor
+    agent.get_by_role("button", name="Insert", exact=True).click()
+    # At the cursor, a blank line from the text after it (issue 37: "…Tallybook SupportHi Maria,").
+    assert composer.input_value() == f"Dear Bo,\n\n{CANNED_BODY}\n\nThanks for waiting."
     assert agent.evaluate("window.sameDocument") is True
     story["typed"] = composer.input_value()
 

@@ -9,9 +9,11 @@ from datetime import datetime
 from typing import Any, Callable
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from service.db.models import Article, ArticleSection
+from service.db.statistics import ANALYZE_BASE_ROWS, refresh_statistics
 from service.knowledge.audit import ImportanceCause, record_importance_change
 from service.knowledge.indexing import IndexInput, index_articles, write_batch
 from service.knowledge.pipeline import embed_ahead
@@ -112,7 +114,7 @@ def add_article(session: Session, embedder: Embedder, fields: dict[str, Any], *,
     session.add(article)
     session.flush()
     error = _index(session, article, embedder)
-    session.refresh(article, ["created_at", "updated_at", "version"])
+    session.refresh(article, ["created_at", "updated_at", "version", "category"])  # category: the stored spelling (0032)
     return _to_stored(article, article.content_sha256 is not None and error is None, embedder.model_name, error)
 
 
@@ -161,7 +163,7 @@ def update_article(session: Session, embedder: Embedder, article_id: int,
     if cleaned:
         article.updated_at = sa.func.clock_timestamp()  # now() is the transaction's start
     session.flush()
-    session.refresh(article, ["updated_at", "version"])
+    session.refresh(article, ["updated_at", "version", "category"])  # category: the stored spelling (0032)
     # The article's own vector may be kept (unchanged text) while a section failed: ask the rows, as reads do.
     has_embedding = session.scalar(sa.select(_has_embedding_column()).where(Article.id == article.id))
     return _to_stored(article, bool(has_embedding), embedder.model_name, error)
@@ -191,7 +193,7 @@ def delete_article(session: Session, article_id: int, *, change: ChangeContext |
 def list_articles(session: Session, active_model: str, *, page: int = 1, per_page: int = 20,
                   category: str | None = None, contains: str | None = None) -> tuple[list[StoredArticle], int]:
     """A page of articles, newest first, and the total count; ``contains`` matches title or content."""
-    where = [Article.category == category] if category else []
+    where = [sa.func.lower(Article.category) == category.lower()] if category else []
     if contains:
         pattern = "%" + contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         where.append(sa.or_(Article.title.ilike(pattern, escape="\\"), Article.content.ilike(pattern, escape="\\")))
@@ -316,4 +318,17 @@ def bulk_add_articles(session: Session, embedder: Embedder, items: list[dict[str
             ids.extend(new_ids)
             if on_progress:
                 on_progress(len(batch))
+    _refresh_statistics(session, ids)
     return ids
+
+
+def _refresh_statistics(session: Session, ids: list[int]) -> None:
+    """ANALYZE the tables this bulk write grew past autovacuum's threshold, before anyone searches them."""
+    if len(ids) <= ANALYZE_BASE_ROWS:  # below the threshold whatever the table holds: skip the count
+        return
+    sections = session.scalar(sa.select(sa.func.count()).select_from(ArticleSection).where(
+        ArticleSection.article_id == sa.any_(sa.bindparam("ids", ids, type_=ARRAY(sa.BigInteger)))))
+    analyzed = refresh_statistics(session, {"knowledge_base": len(ids), "knowledge_sections": sections,
+                                            "search_vectors": sections + len(ids)})
+    if analyzed:
+        log.info("analyzed %s after writing %d articles", ", ".join(analyzed), len(ids))

@@ -21,7 +21,9 @@ changed); a new one through ``knowledge.bulk_add_articles``. Source keys:
 
 Markdown: the title comes from the front matter, else the first ``# heading``, else the file name; the
 category from the front matter, else ``category`` (the CLI's ``--category``), else the folder the file
-is in (files at the top of an imported folder have none); ``importance`` (0–2) from the front matter,
+is in (files at the top of an imported folder have none), shown as the first line of the folder's
+``_category.txt`` when it has one ("Billing & invoices" for ``billing/``). Categories are one per name
+whatever the case: "billing" joins an existing "Billing" (migration 0032's trigger); ``importance`` (0–2) from the front matter,
 else 1.0 for a new article, while a changed one keeps its current importance (support leads may have
 tuned it). The whole body (without the front matter) is stored as the content. Since unchanged files are
 skipped, a new ``--category`` only reaches files that are new or changed.

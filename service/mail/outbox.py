@@ -78,12 +78,19 @@ def _thread_ids(session: Session, ticket_id: int, own_id: str | None) -> tuple[s
     return (chain[-1] if chain else None), chain[-REFERENCES_MAX:]
 
 
+def signed(settings: Settings, body: str) -> str:
+    """The body with the brand's sign-off (``-- `` then ``Tallybook Support``) when SUPPORTRAG_BRAND_NAME is set."""
+    signature = settings.brand.signature
+    return f"{body.rstrip()}\n\n-- \n{signature}\n" if signature else body
+
+
 def enqueue_mail(session: Session, settings: Settings, ticket: Ticket, *, subject: str, body: str,
                  message_id: str | None = None, auto_submitted: str | None = None,
                  from_name: str | None = None) -> MailOutbox | None:
     """Queue an e-mail to the ticket's customer in the caller's transaction; None without SMTP or an address.
 
-    ``from_name`` is the display name in From (an agent's ``display_name or "Support"``); None keeps MAIL_FROM.
+    ``from_name`` is the display name in From (an agent's ``display_name or "Support"``); None: the brand's name
+    (SUPPORTRAG_BRAND_NAME), else MAIL_FROM as set. The body is signed with the brand (``signed``).
     """
     if not settings.smtp_host or not ticket.customer_email:
         return None
@@ -91,6 +98,7 @@ def enqueue_mail(session: Session, settings: Settings, ticket: Ticket, *, subjec
         ticket.reply_token = new_reply_token()
     message_id = message_id or new_message_id(settings)
     in_reply_to, references = _thread_ids(session, ticket.id, message_id)
+    body, from_name = signed(settings, body), from_name or settings.brand.name
     row = MailOutbox(ticket_id=ticket.id, to_address=ticket.customer_email, subject=subject, body=body,
                      message_id=message_id, in_reply_to=in_reply_to,
                      references=" ".join(references) or None, reply_to=reply_address(settings, ticket.reply_token),

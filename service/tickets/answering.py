@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from service.retrieval.search import content_words
 from service.validation import QUERY_MAX
@@ -56,6 +56,16 @@ class GateDecision:
         return {"answerable": self.answerable, "top_similarity": self.top_similarity,
                 "min_similarity": self.min_similarity, "reason": self.reason, "confidence": self.confidence,
                 "threshold": self.threshold, "features": self.features, "calibration": self.calibration}
+
+
+def above_floor(results: Sequence[Any], floor: float) -> list[Any]:
+    """The results whose cosine similarity reaches ``floor``, in their ranked order (the ranking is unchanged).
+
+    The score's ``0.2 × recency × importance`` term can lift an unrelated but boosted article into the top few
+    (issue 37: importance 1.8 at similarity 0.18 came second); evidence is what is relevant, so it is left out.
+    A result without a cosine (the embedder was down) is kept: there is nothing to judge it by.
+    """
+    return [r for r in results if r.similarity is None or r.similarity >= floor]
 
 
 def decide_answerability(similarities: Sequence[float], min_similarity: float) -> GateDecision:

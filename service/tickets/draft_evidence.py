@@ -16,7 +16,7 @@ from service.db.models import AdminUser, Ticket, TicketMessage
 from service.knowledge.scrubbing import scrub_reply
 from service.retrieval.search import SearchResult, run_search
 from service.runtime import Runtime
-from service.tickets.answering import ContextArticle, GateDecision, best_passage, readable, ticket_query
+from service.tickets.answering import ContextArticle, GateDecision, above_floor, best_passage, readable, ticket_query
 from service.tickets.similar import SimilarTicket, similar_solved_tickets
 from service.tickets.workflow import CONTEXT_ARTICLES, answer_gate, matched_texts
 
@@ -139,8 +139,9 @@ def _fresh_tickets(session: Session, tickets: list[SimilarTicket], sent: list[st
 
 
 def gather_evidence(session: Session, runtime: Runtime, ticket: Ticket, thread_text: str) -> Evidence:
-    """Retrieve for the thread; keep the articles only if they clear the customers' answer gate; add the solved
-    tickets at least SIMILAR_TICKET_MIN_SIMILARITY close to the question; drop what the customer already got."""
+    """Retrieve for the thread; keep the articles only if they clear the customers' answer gate, and then only those
+    at or above its similarity floor (``above_floor``); add the solved tickets at least
+    SIMILAR_TICKET_MIN_SIMILARITY close to the question; drop what the customer already got."""
     settings = runtime.settings
     query = ticket_query(ticket.subject, thread_text)
     outcome = run_search(session, runtime.embedder, query, limit=CONTEXT_ARTICLES, weights=runtime.weights,
@@ -154,9 +155,10 @@ def gather_evidence(session: Session, runtime: Runtime, ticket: Ticket, thread_t
         return Evidence([], {}, tickets, nothing_above_notice(gate, outcome.results),
                         nearest_articles(outcome.results), sent)
     contents = matched_texts(session, outcome.results)
-    results = [r for r in outcome.results if not already_sent(readable(best_passage(contents[r.id], query)), sent)]
+    relevant = above_floor(outcome.results, settings.answer_min_similarity)  # relevant evidence only
+    results = [r for r in relevant if not already_sent(readable(best_passage(contents[r.id], query)), sent)]
     # What is left must clear the same gate on its own: the runner-up of an answer already sent may be far off.
-    if len(results) < len(outcome.results) and not answer_gate(
+    if len(results) < len(relevant) and not answer_gate(
             replace(outcome, results=results), settings.answer_min_similarity, query=query, session=session,
             runtime=runtime).answerable:
         return Evidence([], {}, tickets, ALREADY_SENT_NOTICE, nearest_articles(results), sent)

@@ -26,6 +26,7 @@ from service.tickets.answering import (
     HANDOFF_MESSAGE,
     ContextArticle,
     GateDecision,
+    above_floor,
     build_messages,
     decide_answerability,
     decide_answerability_by_keywords,
@@ -75,18 +76,25 @@ def _extractive(results: list[SearchResult], contents: dict[int, str], query: st
 
 
 def context_articles(results: list[SearchResult], contents: dict[int, str],
-                     budget_chars: int) -> list[ContextArticle]:
-    """The matched section of each retrieved article, in rank order, within the context budget."""
-    texts = fit_to_budget([contents[r.id] for r in results], budget_chars)
-    return [ContextArticle(i, r.title, r.category, text, SECTION_SEPARATOR.join(r.section_path) or None)
-            for i, (r, text) in enumerate(zip(results, texts), start=1)]
+                     budget_chars: int, floor: float | None = None) -> list[ContextArticle]:
+    """The matched section of each retrieved article, in rank order, within the context budget; with ``floor``,
+    only the articles at or above it (``above_floor``), each still numbered by its rank, so ``[n]`` is rank n."""
+    numbered = list(enumerate(results, start=1))
+    if floor is not None:
+        kept = {id(r) for r in above_floor(results, floor)}
+        numbered = [(rank, r) for rank, r in numbered if id(r) in kept]
+    texts = fit_to_budget([contents[r.id] for _, r in numbered], budget_chars)
+    return [ContextArticle(rank, r.title, r.category, text, SECTION_SEPARATOR.join(r.section_path) or None)
+            for (rank, r), text in zip(numbered, texts)]
 
 
 def _llm_draft(chat: ChatModel, results: list[SearchResult], contents: dict[int, str],
-               subject: str, body: str, budget_chars: int) -> Draft:
-    """Ask the model; a refusal hands off, a failure or an uncited answer falls back to extractive."""
-    context = context_articles(results, contents, budget_chars)
-    results = results[:len(context)]
+               subject: str, body: str, budget_chars: int, floor: float | None = None) -> Draft:
+    """Ask the model; a refusal hands off, a failure or an uncited answer falls back to extractive. Articles
+    below ``floor`` are not shown to the model (they keep their rank: the others' numbers do not move)."""
+    context = context_articles(results, contents, budget_chars, floor)
+    results = results[:context[-1].number]
+    shown = {article.number for article in context}
     query = ticket_query(subject, body)
     try:
         reply = chat.complete(build_messages(context, subject, body))
@@ -102,6 +110,8 @@ def _llm_draft(chat: ChatModel, results: list[SearchResult], contents: dict[int,
         vars(draft).update(usage)
         return draft
     valid, invalid = parse_citations(reply.text, len(results))
+    invalid += [n for n in valid if n not in shown]  # a number the model was never given
+    valid = [n for n in valid if n in shown]
     if not valid:
         draft = _extractive(results, contents, query, "the model's answer cited no supplied article; "
                             "quoted the best article instead", error=f"uncited answer: {reply.text[:200]}")
@@ -251,7 +261,8 @@ def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: i
     elif chat is None:
         draft = _extractive(results, contents, query, "no language model is configured; quoted the best article")
     else:
-        draft = _llm_draft(chat, results, contents, subject, body, runtime.settings.llm_context_chars)
+        draft = _llm_draft(chat, results, contents, subject, body, runtime.settings.llm_context_chars,
+                           floor=runtime.settings.answer_min_similarity)
     with runtime.session() as session:
         _store(session, ticket_id, draft, results, gate_record, retrieval_ms, started,
                runtime.settings.first_response_hours)

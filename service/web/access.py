@@ -40,6 +40,8 @@ PUBLIC_ENDPOINTS = frozenset({
     "inbound.email",
     # A customer's attachment: the view checks the ticket's secret (cookie or X-Ticket-Secret), as its page does.
     "attachments.customer_download",
+    # The help center's brand: its colour as a style sheet, its logo.
+    "help_brand.style", "help_brand.logo",
 })
 # Public unless the named setting is turned off (SUPPORTRAG_PUBLIC_SEARCH / SUPPORTRAG_PUBLIC_TICKETS).
 TOGGLED_ENDPOINTS = {

@@ -28,6 +28,7 @@ from service.web.errors import register_error_handlers
 from service.web.gate import gate_api
 from service.web.admin.gate_pages import admin_gate
 from service.web.headers import add_security_headers
+from service.web.help.brand import register_brand
 from service.web.help.pages import help_pages, help_root
 from service.web.inbound import inbound
 from service.web.learning import learning_api
@@ -88,6 +89,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.register_blueprint(admin_history)
     app.register_blueprint(privacy_api)  # issue 36: customer export and erasure
     app.register_blueprint(drafts_api)  # issue 36: article drafts and trash
+    register_brand(app)  # SUPPORTRAG_BRAND_*: the help center's name, colour and logo (issue 37)
     register_error_handlers(app)
 
     @app.teardown_appcontext

@@ -85,6 +85,8 @@ class Article(Base):
         sa.Index("knowledge_base_importance", "importance"),  # the pruned BM25 leg's bound on any boost
         sa.Index("knowledge_base_search_vector", "search_vector", postgresql_using="gin"),
         sa.Index("knowledge_base_source_path", "source_path", unique=True),
+        # Categories are one per name whatever the case (migration 0032's trigger folds them on write).
+        sa.Index("knowledge_base_category_lower", sa.func.lower(sa.column("category"))),
     )
 
 

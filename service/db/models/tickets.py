@@ -70,6 +70,7 @@ class Ticket(Base):
         sa.Index("tickets_reply_token", "reply_token", unique=True),
         sa.Index("tickets_search_vector", "search_vector", postgresql_using="gin"),
         sa.Index("tickets_customer_email", "customer_email"),
+        sa.Index("tickets_customer_email_lower", sa.func.lower(sa.column("customer_email"))),
         sa.Index("tickets_assignee", "assignee_id", "state"),
     )
 

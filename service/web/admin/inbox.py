@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, flash, g, redirect, render_template, request, url_for
 
+from service.tickets.attachments import attachments_by_message
 from service.tickets.canned import FilledCanned, filled_canned
 from service.tickets.composer import load_composer
 from service.tickets.drafts import (
@@ -41,6 +42,12 @@ def _me() -> int | None:
 def queue():
     """The one ticket list (service/web/admin/desk.py)."""
     return ticket_list_page()
+
+
+@inbox.get("/customers/<path:address>", endpoint="customer")
+def customer(address: str):
+    """A customer's page: every ticket from one address (any case), newest first, with the list's filters."""
+    return ticket_list_page("all", customer=address)
 
 
 def _draft(ticket_id: int) -> DraftView | None:
@@ -94,7 +101,9 @@ def ticket(ticket_id: int):
     return render_template("admin/inbox_ticket.html", item=item, t=item.ticket, thread=ticket_thread(db(), ticket_id),
                            mail=mail_statuses(db(), ticket_id), composer=text, draft=draft, canned_title=canned_title,
                            canned=replies, has_llm=runtime().chat is not None, me=_me(), restored=restored,
-                           similar=similar, min_similar=runtime().settings.similar_ticket_min_similarity)
+                           similar=similar, min_similar=runtime().settings.similar_ticket_min_similarity,
+                           files=attachments_by_message(db(), ticket_id),
+                           floor=runtime().settings.answer_min_similarity)
 
 
 @inbox.post("/<int:ticket_id>/assign", endpoint="assign")

@@ -102,9 +102,18 @@
     return { textarea: textarea, save: save };
   }
 
+  // A blank line between the inserted text and whatever is already on either side of the cursor
+  // ("…Tallybook Support" + "Hi Maria," must not run together).
+  function separated(before, text, after) {
+    const lead = before.trim() === "" ? "" : before.endsWith("\n\n") ? "" : before.endsWith("\n") ? "\n" : "\n\n";
+    const tail = after.trim() === "" ? "" : after.startsWith("\n\n") ? "" : after.startsWith("\n") ? "\n" : "\n\n";
+    return lead + text.trim() + tail;
+  }
+
   function insertAtCursor(textarea, text) {
     const start = textarea.selectionStart, end = textarea.selectionEnd;
-    textarea.setRangeText(text, start, end, "end");
+    const value = textarea.value;
+    textarea.setRangeText(separated(value.slice(0, start), text, value.slice(end)), start, end, "end");
     textarea.focus();
     textarea.dispatchEvent(new Event("input", { bubbles: true }));
   }
