@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -79,6 +80,15 @@ def _email_address(name: str, raw: str) -> str | None:
     if "@" not in value:
         raise ConfigError(f"{name} must be one e-mail address, got {raw!r}")
     return value or None
+
+
+def _origins(name: str, raw: str) -> tuple[str, ...]:
+    """Origins (scheme://host[:port]), space- or comma-separated, without paths."""
+    origins = tuple(part.rstrip("/") for part in re.split(r"[\s,]+", raw) if part)
+    for origin in origins:
+        if not re.fullmatch(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?", origin):
+            raise ConfigError(f"{name} must list origins like https://shop.example.com, got {origin!r}")
+    return origins
 
 
 def _public_url(_name: str, raw: str) -> str | None:
@@ -335,6 +345,23 @@ class Settings:
     proxy_hops: int = integer(
         "SUPPORTRAG_PROXY_HOPS", 0, "reverse proxies in front of the service; the client address for limits is "
         "then taken from their `X-Forwarded-For`", area=WEB, low=0)
+    # The embeddable chat widget (issue 35, service/widget).
+    widget_allowed_origins: tuple[str, ...] = text(
+        "WIDGET_ALLOWED_ORIGINS", (), "sites that may embed the chat widget, space- or comma-separated origins "
+        "(`https://shop.example.com`); enforced by CSP `frame-ancestors` and on every `postMessage`", area=WEB,
+        parse=_origins, default_text="unset (no other site may embed it)")
+    widget_identity_secret: str | None = text(
+        "WIDGET_IDENTITY_SECRET", None, "key of the widget's `user_hash` = HMAC-SHA256(key, user_id), computed "
+        "by your own server", area=WEB, secret=True)
+    widget_identity_required: bool = flag(
+        "WIDGET_IDENTITY_REQUIRED", False, "`1`: only visitors with a valid `user_hash` may chat in the widget",
+        area=WEB)
+    widget_token_seconds: int = integer(
+        "WIDGET_TOKEN_SECONDS", 7 * 86400, "how long a widget visitor's signed token (their way back to the "
+        "conversation) stays valid", area=WEB, low=60)
+    rate_limit_widget: tuple[int, int] | None = rate(
+        "SUPPORTRAG_RATE_LIMIT_WIDGET", "30/minute", "widget questions and hand-offs per visitor and, "
+        "separately, per client address", area=WEB)
 
     # ---- learning (the knowledge loop)
     importance_window_days: int = integer(

@@ -17,6 +17,7 @@ from service.web.access import PUBLIC_ENDPOINTS, is_public
 from service.web.errors import ApiError
 from service.web.openapi_desk import DESK_SCHEMAS, desk_list_parameters, desk_operations
 from service.web.openapi_schemas import SCHEMAS, ref
+from service.web.openapi_widget import WIDGET_SCHEMAS, widget_operations
 
 openapi = Blueprint("openapi", __name__, url_prefix="/api")
 DOCS_CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'"
@@ -148,6 +149,7 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
      "The article's importance audit log: who, when, from → to, why", None, ("200", "ImportanceChanges"),
      [_path_id("article_id")]),
     *desk_operations(_query, _path_id, SECRET_HEADER),
+    *widget_operations(_query),
     ("/api/openapi.json", "get", "openapi.spec", "This description", None, ("200", None), []),
     ("/api/docs", "get", "openapi.docs", "This description as a page", None, ("200", None), []),
 ]
@@ -211,7 +213,7 @@ def build_spec(settings: Settings) -> dict[str, Any]:
             "Support-ticket answering on PostgreSQL + pgvector. Every error has one shape (`Error`); "
             "unknown fields are refused by name.")},
         "paths": paths,
-        "components": {"schemas": SCHEMAS | DESK_SCHEMAS,
+        "components": {"schemas": SCHEMAS | DESK_SCHEMAS | WIDGET_SCHEMAS,
                        "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer",
                                                           "description": "`supportrag token create`"}}},
     }

@@ -59,6 +59,7 @@ from service.db.models.learning import (
 from service.db.models.search_vectors import search_vectors
 from service.db.models.team import PRESENCE_ACTIVITIES, TAG_PATTERN, TicketPresence, TicketRating, TicketRead, TicketTag
 from service.db.models.ticket_vectors import ticket_vectors
+from service.db.models.widget import WIDGET_ROLES, WidgetConversation, WidgetMessage
 from service.db.models.tickets import (
     ANSWER_MODES,
     ESCALATION_REASONS,
@@ -81,4 +82,5 @@ __all__ = [
     "LoginThrottle", "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation",
     "length_between", "search_vectors", "ticket_vectors",
     "PRESENCE_ACTIVITIES", "TAG_PATTERN", "TicketPresence", "TicketRating", "TicketRead", "TicketTag",
+    "WIDGET_ROLES", "WidgetConversation", "WidgetMessage",
 ]
