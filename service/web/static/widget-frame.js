@@ -23,7 +23,7 @@
   }
 
   function toParent(message) {
-    if (parentOrigin) window.parent.postMessage(message, parentOrigin);  // never "*"
+    if (parentOrigin) window.parent.postMessage(message, parentOrigin);  // the framing site's origin only, never a wildcard
   }
 
   function say(text) { status.textContent = text || ""; }

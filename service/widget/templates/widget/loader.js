@@ -15,7 +15,7 @@
   var identity = null, frame = null, button = null, ready = false, isOpen = false;
 
   function post(message) {
-    if (frame && ready) frame.contentWindow.postMessage(message, ORIGIN);  // never "*"
+    if (frame && ready) frame.contentWindow.postMessage(message, ORIGIN);  // the widget's own origin only, never a wildcard
   }
 
   function place(el, styles) { for (var k in styles) el.style.setProperty(k, styles[k]); }
