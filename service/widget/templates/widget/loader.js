@@ -22,7 +22,7 @@
 
   function layout() {
     if (!frame) return;
-    var phone = window.innerWidth <= 480;
+    var phone = Math.min(window.innerWidth, screen.width || window.innerWidth) <= 480;
     place(frame, phone ? {top: "0", left: "0", right: "0", bottom: "0", width: "100%", height: "100%",
                           "border-radius": "0"}
                        : {top: "auto", bottom: "88px", left: left ? "20px" : "auto", right: left ? "auto" : "20px",
