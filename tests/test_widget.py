@@ -259,3 +259,19 @@ def test_a_streaming_model_reaches_the_client_before_it_has_finished(seeded, fak
     [request] = fake_openai.chat_requests()
     assert request["body"]["stream"] is True
     print(f"time to first token: {(first_delta_at - started) * 1000:.0f} ms")
+
+
+def test_the_admin_page_shows_the_snippet_origins_and_whether_the_secret_is_set_never_its_value(seeded,
+                                                                                                  admin_account):
+    from .admin_helpers import log_in
+
+    client = widget_app(seeded, widget_identity_secret=SECRET).test_client()
+    assert log_in(client).status_code == 302
+    page = client.get("/admin/widget")
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200
+    assert '&lt;script src=&#34;http://localhost/widget.js&#34; async data-locale=&#34;en&#34;&gt;&lt;/script&gt;' in html
+    assert f"<code>{HOST}</code>" in html and "<strong>set</strong>" in html and SECRET not in html
+    assert '<script src="/widget.js" async data-locale="en"></script>' in html  # the live preview
+    anonymous = create_app({"TESTING": True}, runtime=seeded).test_client()
+    assert anonymous.get("/admin/widget").status_code == 302  # behind the login

@@ -34,6 +34,7 @@ from service.web.mail import init_mail_views
 from service.web.openapi import openapi, refuse_unknown_query_parameters
 from service.web.requests import check_query_string
 from service.web.tickets import tickets_api
+from service.widget.admin import widget_admin
 from service.widget.views import widget
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.register_blueprint(attachments)
     register_desk(app)  # the one ticket list, team panel, settings, CSAT (issue 25 items 4-6)
     app.register_blueprint(widget)  # the embeddable chat widget (issue 35)
+    app.register_blueprint(widget_admin)
     register_error_handlers(app)
 
     @app.teardown_appcontext

@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any, Iterator
 
-from flask import Blueprint, Response, current_app, render_template, request, stream_with_context, url_for
+from flask import Blueprint, Response, current_app, render_template, request, stream_with_context
 
 from service.tickets.helpdesk import escalate, ticket_fields, ticket_reference
 from service.tickets.notifications import notify_unassigned
@@ -20,9 +20,8 @@ from service.tickets.work import acknowledge
 from service.tickets.workflow import answer_ticket
 from service.db.models import Ticket
 from service.web.errors import ApiError
-from service.web.help.markdown import section_anchor
 from service.web.limits import count_hit, too_many
-from service.web.links import ticket_link
+from service.web.links import article_link, ticket_link
 from service.web.requests import json_body, runtime
 from service.widget.answering import AnswerRecord, answer_events
 from service.widget.conversations import (
@@ -92,8 +91,7 @@ def _limit_visitor(session, conversation_id: int) -> None:
 
 def _citation_links(citations: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each cited article's help-center page, at the matched section."""
-    return [c | {"url": url_for("help.article", article_id=c["article_id"], _anchor=section_anchor(c["section"]),
-                                _external=True)} for c in citations]
+    return [c | {"url": article_link(c["article_id"], c["section"])} for c in citations]
 
 
 @widget.get("/widget.js")
@@ -101,8 +99,7 @@ def loader():
     """The one tag a site adds: a launcher button and the iframe (no framework, never blocks the page)."""
     launcher = {code: {"launcher": s["launcher"], "close": s["close"], "frame_title": s["frame_title"]}
                 for code, s in all_locales().items()}
-    body = render_template("widget/loader.js", strings=json.dumps(launcher, ensure_ascii=False),
-                           origins=json.dumps(list(runtime().settings.widget_allowed_origins)))
+    body = render_template("widget/loader.js", strings=json.dumps(launcher, ensure_ascii=False))
     response = Response(body, mimetype="application/javascript")
     response.headers["Cache-Control"] = "public, max-age=300"
     response.headers["Cross-Origin-Resource-Policy"] = "cross-origin"
