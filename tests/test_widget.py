@@ -275,3 +275,9 @@ def test_the_admin_page_shows_the_snippet_origins_and_whether_the_secret_is_set_
     assert '<script src="/widget.js" async data-locale="en"></script>' in html  # the live preview
     anonymous = create_app({"TESTING": True}, runtime=seeded).test_client()
     assert anonymous.get("/admin/widget").status_code == 302  # behind the login
+
+
+@pytest.mark.parametrize("body", [{"identity": False}, {"identity": {"user_id": 5}}, {"identity": {"other": "x"}},
+                                  {"locale": 3}, {"locale": "<script>"}, {"token": "x"}])
+def test_a_malformed_session_start_is_400_in_the_error_shape(widget_client, body):
+    assert_error(widget_client.post("/widget/api/session", json=body), 400, "validation_error")

@@ -13,11 +13,12 @@ CITATION = obj({"number": INTEGER, "article_id": INTEGER, "title": STRING, "sect
                 "url": STRING}, ["number", "article_id", "title", "url"])
 CHAT_MESSAGE = obj({"id": STRING, "role": {"enum": ["visitor", "assistant", "agent"]}, "body": STRING,
                     "citations": {"type": "array", "items": CITATION}}, ["id", "role", "body", "citations"])
-IDENTITY = nullable(obj({"user_id": nullable(STRING), "user_hash": nullable(STRING), "email": nullable(STRING),
-                         "name": nullable(STRING)}))
+FIELD = nullable({"type": "string", "maxLength": 200, "pattern": "^[^\\u0000-\\u001f]*$"})
+IDENTITY = nullable(obj({"user_id": FIELD, "user_hash": FIELD, "email": FIELD, "name": FIELD}, closed=True))
+LOCALE = nullable({"type": "string", "maxLength": 20, "pattern": "^[A-Za-z_-]*$"})
 
 WIDGET_SCHEMAS: dict[str, Any] = {
-    "WidgetSessionStart": obj({"locale": nullable(STRING), "identity": IDENTITY}, closed=True),
+    "WidgetSessionStart": obj({"locale": LOCALE, "identity": IDENTITY}, closed=True),
     "WidgetSession": obj({"token": STRING, "locale": STRING, "verified": BOOLEAN, "email": BOOLEAN,
                           "ticket": nullable(STRING), "messages": {"type": "array", "items": CHAT_MESSAGE}},
                          ["token", "locale", "verified", "email", "ticket", "messages"]),

@@ -44,6 +44,8 @@ widget = Blueprint("widget", __name__, template_folder="templates")
 TOKEN_HEADER = "X-Widget-Token"
 COLOR = re.compile(r"#[0-9a-fA-F]{3}(?:[0-9a-fA-F]{3})?")
 QUESTION_MAX = 2000
+LOCALE = re.compile(r"[A-Za-z_-]{0,20}")
+IDENTITY_FIELDS = frozenset({"user_id", "user_hash", "email", "name"})
 
 
 def frame_csp(origins: tuple[str, ...]) -> str:
@@ -122,12 +124,31 @@ def frame():
     return response
 
 
+def _checked_locale(raw: Any) -> str | None:
+    if raw is None or (isinstance(raw, str) and LOCALE.fullmatch(raw)):
+        return raw
+    raise ApiError(400, "validation_error", "locale must be a language code such as en or de-AT",
+                   {"locale": "a language code"})
+
+
+def _checked_identity(raw: Any) -> dict[str, str | None] | None:
+    """``identify``'s fields: null, or an object of the four fields, each a string or null (else 400)."""
+    if raw is None:
+        return None
+    if isinstance(raw, dict) and set(raw) <= IDENTITY_FIELDS and all(v is None or isinstance(v, str)
+                                                                      for v in raw.values()):
+        return raw
+    raise ApiError(400, "validation_error", "identity must be null or an object of user_id, user_hash, email and "
+                   "name strings", {"identity": "user_id, user_hash, email, name: strings or null"})
+
+
 @widget.post("/widget/api/session")
 def session_start():
     """Start (or, with a token, resume under a new token) the visitor's conversation; its messages so far."""
     settings = runtime().settings
     body = json_body({"locale", "identity"})
-    locale = pick_locale(body.get("locale") if isinstance(body.get("locale"), str) else None)
+    locale = pick_locale(_checked_locale(body.get("locale")))
+    identity = _checked_identity(body.get("identity"))
     with runtime().session() as session:
         if request.headers.get(TOKEN_HEADER):
             try:
@@ -136,7 +157,7 @@ def session_start():
                 raise _unauthorized("the visitor token is invalid, expired or replaced; start the chat again")
         else:
             try:
-                visitor = verify_visitor(body.get("identity"), secret=settings.widget_identity_secret,
+                visitor = verify_visitor(identity, secret=settings.widget_identity_secret,
                                          required=settings.widget_identity_required)
             except IdentityRefused as exc:
                 raise _unauthorized(str(exc))
