@@ -159,9 +159,13 @@ def test_identity_required_refuses_anonymous_and_a_wrong_hash_then_a_verified_us
     assert verified.status_code == 200 and verified.get_json()["verified"] is True
     token = verified.get_json()["token"]
     assert ask(client, token, PASSWORD_QUESTION).get_data(as_text=True).endswith("\n\n")
-    # The same user on another device continues the same conversation and sees it.
+    made = client.post("/widget/api/handoff", json={"email": "u1@example.com"}, headers={"X-Widget-Token": token})
+    assert made.status_code == 201
+    # The same user on another device continues the same conversation and sees it, and their tickets.
     again = start(client, {"user_id": "u-1", "user_hash": user_hash(SECRET, "u-1")}).get_json()
     assert [m["role"] for m in again["messages"]] == ["visitor", "assistant"]
+    assert [t["reference"] for t in again["tickets"]] == [made.get_json()["ticket"]]
+    assert assert_error(ask(client, token, PASSWORD_QUESTION), 401, "unauthorized")  # the other device's token
 
 
 def test_a_wrong_hash_is_refused_even_when_identity_is_optional(seeded):

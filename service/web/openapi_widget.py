@@ -20,8 +20,11 @@ LOCALE = nullable({"type": "string", "maxLength": 20, "pattern": "^[A-Za-z_-]*$"
 WIDGET_SCHEMAS: dict[str, Any] = {
     "WidgetSessionStart": obj({"locale": LOCALE, "identity": IDENTITY}, closed=True),
     "WidgetSession": obj({"token": STRING, "locale": STRING, "verified": BOOLEAN, "email": BOOLEAN,
-                          "ticket": nullable(STRING), "messages": {"type": "array", "items": CHAT_MESSAGE}},
-                         ["token", "locale", "verified", "email", "ticket", "messages"]),
+                          "ticket": nullable(STRING), "messages": {"type": "array", "items": CHAT_MESSAGE},
+                          "tickets": {"type": "array", "items": obj({"reference": STRING, "subject": STRING,
+                                                                     "state": STRING},
+                                                                    ["reference", "subject", "state"])}},
+                         ["token", "locale", "verified", "email", "ticket", "messages", "tickets"]),
     "WidgetQuestion": obj({"question": {"type": "string", "minLength": 1, "maxLength": 2000,
                                         "pattern": NO_NUL_PATTERN}}, ["question"], closed=True),
     "WidgetMessages": obj({"messages": {"type": "array", "items": CHAT_MESSAGE}}, ["messages"]),

@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from service.db.models import TicketMessage, WidgetConversation, WidgetMessage
+from service.db.models import Ticket, TicketMessage, WidgetConversation, WidgetMessage
 from service.widget.identity import Visitor
 from service.widget.tokens import VisitorToken
 
@@ -123,3 +123,13 @@ def record_helpful(session: Session, conversation_id: int, message_id: int, help
         return False
     message.helpful = helpful
     return True
+
+
+def user_tickets(session: Session, user_id: str | None) -> list[dict[str, Any]]:
+    """A verified user's tickets from the widget, newest first: reference, subject and where each stands."""
+    if user_id is None:
+        return []
+    rows = session.execute(sa.select(Ticket.id, Ticket.subject, Ticket.state).join(
+        WidgetConversation, WidgetConversation.ticket_id == Ticket.id).where(WidgetConversation.user_id == user_id)
+        .order_by(Ticket.id.desc()).limit(20)).all()
+    return [{"reference": f"T-{row.id}", "subject": row.subject, "state": row.state or "answered"} for row in rows]

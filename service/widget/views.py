@@ -35,6 +35,7 @@ from service.widget.conversations import (
     resume_conversation,
     start_conversation,
     transcript,
+    user_tickets,
 )
 from service.widget.identity import IdentityRefused, verify_visitor
 from service.widget.locales import all_locales, pick_locale, strings
@@ -168,7 +169,8 @@ def session_start():
         messages = [m.to_dict() for m in chat_messages(session, conversation)]
         answer = {"token": token, "locale": conversation.locale, "verified": conversation.user_id is not None,
                   "email": conversation.email is not None,
-                  "ticket": ticket_reference(conversation.ticket_id) if conversation.ticket_id else None}
+                  "ticket": ticket_reference(conversation.ticket_id) if conversation.ticket_id else None,
+                  "tickets": user_tickets(session, conversation.user_id)}
     for message in messages:
         message["citations"] = _citation_links(message["citations"])
     return answer | {"messages": messages}

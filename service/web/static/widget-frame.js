@@ -11,7 +11,7 @@
   var framed = window.parent !== window;
   var parentOrigin = null;
   var token = null, storageKey = "supportrag.widget", identityKey = "", started = false, busy = false;
-  var seen = {}, lastAgentId = 0, pollTimer = null, pollFailed = false, pendingHandoff = false;
+  var seen = {}, lastAgentId = 0, pollTimer = null, pollFailed = false, pendingHandoff = false, handingOff = false;
   window.supportragWidget = {state: function () { return {token: token, identity: identityKey, started: started}; }};
 
   if (body.dataset.color) document.documentElement.style.setProperty("--accent", body.dataset.color);
@@ -125,8 +125,21 @@
         try { localStorage.setItem(storageKey, JSON.stringify({token: token, identity: identityKey})); } catch (e) {}
         emailRow.hidden = !!r.body.email;
         render(r.body.messages);
+        showTickets(r.body.tickets || []);
         if (r.body.ticket) { say(S.handed_off.replace("{reference}", r.body.ticket)); poll(); }
       });
+  }
+
+  function showTickets(tickets) {
+    var box = document.getElementById("tickets");
+    box.hidden = !tickets.length;
+    var list = box.querySelector("ul");
+    list.textContent = "";
+    tickets.forEach(function (t) {
+      var li = document.createElement("li");
+      li.textContent = t.reference + " · " + t.subject + " · " + t.state;
+      list.appendChild(li);
+    });
   }
 
   function parseEvents(buffer, onEvent) {
@@ -179,7 +192,10 @@
   function handoff() {
     var address = email.value.trim();
     if (!emailRow.hidden && !address) { pendingHandoff = true; say(S.email_needed); email.focus(); return; }
+    if (handingOff) return;  // a double click makes one ticket
+    handingOff = true;
     api("POST", "/widget/api/handoff", address ? {email: address} : {}).then(function (r) {
+      handingOff = false;
       if (r.status === 400) { pendingHandoff = true; emailRow.hidden = false; say(S.email_needed); email.focus(); return; }
       if (r.status !== 200 && r.status !== 201) { say(S.error); return; }
       pendingHandoff = false;
@@ -187,7 +203,7 @@
       say(S.handed_off.replace("{reference}", r.body.ticket));
       bubble("assistant", S.handed_off.replace("{reference}", r.body.ticket));
       poll();
-    });
+    }, function () { handingOff = false; say(S.error); });
   }
 
   function poll() {
