@@ -11,7 +11,8 @@
   var framed = window.parent !== window;
   var parentOrigin = null;
   var token = null, storageKey = "supportrag.widget", identityKey = "", started = false, busy = false;
-  var seen = {}, lastAgentId = 0, pollTimer = null, pollFailed = false, pendingHandoff = false, handingOff = false;
+  var seen = {}, lastAgentId = 0, pollTimer = null, pollFailed = false, pendingHandoff = false, handingOff = false,
+      wantFocus = false;
   window.supportragWidget = {state: function () { return {token: token, identity: identityKey, started: started}; }};
 
   if (body.dataset.color) document.documentElement.style.setProperty("--accent", body.dataset.color);
@@ -122,6 +123,7 @@
         token = r.body.token;
         started = true;
         setEnabled(true);
+        if (wantFocus) question.focus();  // opened before the session was ready
         try { localStorage.setItem(storageKey, JSON.stringify({token: token, identity: identityKey})); } catch (e) {}
         emailRow.hidden = !!r.body.email;
         render(r.body.messages);
@@ -251,7 +253,7 @@
     var message = event.data || {};
     if (message.type === "supportrag:init" && !started) start(message.identity);
     else if (message.type === "supportrag:identify") { started = false; start(message.identity); }
-    else if (message.type === "supportrag:open") question.focus();
+    else if (message.type === "supportrag:open") { wantFocus = true; question.focus(); }
   });
 
   setEnabled(false);

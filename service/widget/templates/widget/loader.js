@@ -81,6 +81,7 @@
     if (message.type === "supportrag:ready") {
       ready = true;
       post({type: "supportrag:init", identity: identity});
+      if (isOpen) post({type: "supportrag:open"});  // opened while the frame was still loading
     } else if (message.type === "supportrag:close") {
       close();
     }
