@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from service.db.models import Ticket, TicketMessage, WidgetMessage
 from service.web.app import create_app
-from service.widget.answering import follow_up_query, split_into_pieces
+from service.widget.answering import follow_up_query, may_become_refusal, split_into_pieces
 from service.widget.identity import IdentityRefused, user_hash, verify_visitor
 from service.widget.locales import pick_locale
 from service.widget.tokens import issue_token, read_token
@@ -65,6 +65,12 @@ def test_the_locale_is_data_locale_then_the_browser_language_then_english(reques
 @pytest.mark.parametrize("text", ["From our help article “A” [1]:\n\nStep one.  Then two\nthree.", "", "one"])
 def test_extractive_pieces_join_back_into_the_answer(text):
     assert "".join(split_into_pieces(text)) == text
+
+
+@pytest.mark.parametrize("start, held", [("", True), ("CAN", True), ("  cannot_", True), ("CANNOT_ANSWER", True),
+                                         ("Open ", False), ("Can you", False), ("**Step", False)])
+def test_only_a_start_that_could_become_the_refusal_is_held_back(start, held):
+    assert may_become_refusal(start) is held
 
 
 def test_a_follow_up_is_retrieved_with_the_question_before_it():
@@ -285,3 +291,16 @@ def test_the_admin_page_shows_the_snippet_origins_and_whether_the_secret_is_set_
                                   {"locale": 3}, {"locale": "<script>"}, {"token": "x"}])
 def test_a_malformed_session_start_is_400_in_the_error_shape(widget_client, body):
     assert_error(widget_client.post("/widget/api/session", json=body), 400, "validation_error")
+
+
+def test_a_streamed_refusal_hands_off_as_a_ticket_would(seeded, fake_openai):
+    fake_openai.state.chat_reply = "CANNOT_ANSWER"
+    seeded.settings = replace(seeded.settings, llm_base_url=fake_openai.base_url, llm_model="fake")
+    seeded.__dict__.pop("chat", None)
+    client = widget_app(seeded).test_client()
+    token = start(client).get_json()["token"]
+    events = events_of(ask(client, token, PASSWORD_QUESTION))
+    assert events[0][1]["answerable"] is True  # the gate let it through; the model then declined
+    text = "".join(data["text"] for kind, data in events if kind == "delta")
+    assert "CANNOT" not in text and text.startswith("We could not find an answer")
+    assert events[-2] == ("citations", {"citations": []}) and events[-1][1]["answered"] is False

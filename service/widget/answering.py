@@ -60,6 +60,12 @@ def split_into_pieces(text: str, words: int = PIECE_WORDS) -> list[str]:
     return ["".join(tokens[i:i + words]) for i in range(0, len(tokens), words)]
 
 
+def may_become_refusal(text: str) -> bool:
+    """Whether the model's first characters could still turn into its CANNOT_ANSWER sentinel (then hold them)."""
+    start = re.sub(r"^[\W_]+", "", text).upper()
+    return CANNOT_ANSWER.startswith(start[:len(CANNOT_ANSWER)]) if start else True
+
+
 def stream_model(chat: ChatModel, messages: list[dict[str, str]]) -> Iterator[str]:
     """The model's reply as it is generated, through the OpenAI-compatible client's ``stream=True``."""
     client = getattr(chat, "client", None)
@@ -81,7 +87,7 @@ def _citations(results: list[SearchResult], numbers: list[int]) -> list[dict[str
 
 def _model_events(chat: ChatModel, results: list[SearchResult], contents: dict[int, str], question: str,
                   earlier: list[str], budget: int, record: AnswerRecord) -> Iterator[AnswerEvent]:
-    """Stream the model's tokens; hold back only the first few, to catch its CANNOT_ANSWER refusal."""
+    """Stream the model's tokens; hold back only a start that could still be its CANNOT_ANSWER refusal."""
     context = context_articles(results, contents, budget)
     conversation = "".join(f"Earlier question: {q}\n" for q in earlier) + question
     held, released = "", False
@@ -91,7 +97,7 @@ def _model_events(chat: ChatModel, results: list[SearchResult], contents: dict[i
             yield AnswerEvent("delta", {"text": piece})
             continue
         held += piece
-        if len(held.strip()) > len(CANNOT_ANSWER) + 2:
+        if not may_become_refusal(held) or len(held.strip()) > len(CANNOT_ANSWER) + 2:
             if says_cannot_answer(held):
                 record.refused = True
                 return
