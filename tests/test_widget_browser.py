@@ -132,9 +132,15 @@ def open_widget(page, url: str):
     page.get_by_title("Support chat").wait_for(state="visible")
     panel = page.frame_locator("iframe[title='Support chat']")
     panel.get_by_role("button", name="Send").wait_for()
-    page.wait_for_function("() => !document.querySelector('iframe[title=\"Support chat\"]')"
-                           ".contentDocument || true")
     return panel
+
+
+def wait_until_started(panel) -> None:
+    """Until the visitor's session has started (Send is enabled); polled by Playwright, not by page script, which
+    the frame's CSP forbids to evaluate strings."""
+    from playwright.sync_api import expect  # imported where a browser runs, as conftest's browser fixture does
+
+    expect(panel.get_by_role("button", name="Send")).to_be_enabled()
 
 
 def send(panel, question: str) -> None:
@@ -149,8 +155,7 @@ def widget_frame(page):
 def test_a_visitor_gets_a_streamed_cited_answer_and_a_follow_up(context, widget_site, screenshots):
     page = context.new_page()
     panel = open_widget(page, widget_site["host"].origin)
-    frame = widget_frame(page)
-    frame.wait_for_function("window.supportragWidget.state().started")
+    wait_until_started(panel)
     send(panel, PASSWORD_QUESTION)
     source = panel.locator(".message.assistant .sources a").first
     source.wait_for()
@@ -212,7 +217,7 @@ def test_a_foreign_origins_post_message_is_ignored(context, widget_site):
     page.set_extra_http_headers({"X-Foreign-Frame": foreign})
     panel = open_widget(page, widget_site["host"].origin)
     frame = widget_frame(page)
-    frame.wait_for_function("window.supportragWidget.state().started")
+    wait_until_started(panel)
     ad = next(f for f in page.frames if f.url.endswith("/foreign"))
     ad.evaluate("window.postMessage('attack', '*')")
     page.wait_for_timeout(700)
@@ -230,7 +235,7 @@ def test_keyboard_only_focus_stays_in_the_panel_and_escape_returns_to_the_launch
     page.keyboard.press("Enter")
     panel = page.frame_locator("iframe[title='Support chat']")
     panel.get_by_role("button", name="Send").wait_for()
-    widget_frame(page).wait_for_function("window.supportragWidget.state().started")
+    wait_until_started(panel)
     panel.get_by_label("Your question").focus()
     for _ in range(12):  # round the panel twice: focus never leaves the frame
         page.keyboard.press("Tab")
@@ -309,7 +314,7 @@ def test_identity_required_refuses_an_anonymous_or_wrongly_signed_visitor(contex
 def test_a_verified_user_gets_the_models_tokens_before_the_model_has_finished(context, strict_site):
     page = context.new_page()
     panel = open_widget(page, f"{strict_site['host'].origin}/?identity=good")
-    widget_frame(page).wait_for_function("window.supportragWidget.state().started")
+    wait_until_started(panel)
     finished = strict_site["model"].state.stream_finished_at
     before = len(finished)
     send(panel, PASSWORD_QUESTION)
@@ -320,3 +325,26 @@ def test_a_verified_user_gets_the_models_tokens_before_the_model_has_finished(co
     assert len(finished) == before + 1 and first_text < finished[-1] - 1.0  # 15 words × 0.2 s still to come
     print(f"time to first token in the browser: {(first_text - sent) * 1000:.0f} ms")
     assert panel.locator(".message.assistant .text").last.text_content().strip() == STREAM_REPLY
+
+
+def test_talk_to_a_person_first_asks_for_the_email_then_sends_with_it(context, widget_site):
+    page = context.new_page()
+    panel = open_widget(page, widget_site["host"].origin)
+    wait_until_started(panel)
+    panel.get_by_role("button", name="Talk to a person").click()
+    panel.get_by_role("status").filter(has_text="Please enter your e-mail so a person can reply.").wait_for()
+    assert panel.get_by_label("Your e-mail").evaluate("el => el === document.activeElement")
+    panel.get_by_label("Your e-mail").fill("bo@example.com")
+    panel.get_by_role("button", name="Send").click()  # with no question, Send finishes the hand-off
+    panel.get_by_role("status").filter(has_text=re.compile(r"T-\d+")).wait_for()
+
+
+def test_a_late_identify_with_the_right_hash_opens_the_chat_in_identity_required_mode(context, strict_site):
+    page = context.new_page()
+    panel = open_widget(page, f"{strict_site['host'].origin}/?identity=none")
+    panel.get_by_role("status").filter(has_text="Please sign in to chat with us.").wait_for()
+    page.evaluate("([id, hash]) => window.supportrag('identify', {user_id: id, user_hash: hash})",
+                  ["user-8", user_hash(SECRET, "user-8")])
+    panel.get_by_label("Your question").wait_for(state="visible")
+    wait_until_started(panel)
+    assert panel.get_by_role("button", name="Send").is_enabled()
