@@ -306,9 +306,14 @@ def test_identity_required_refuses_an_anonymous_or_wrongly_signed_visitor(contex
     with page.expect_response(lambda r: r.url.endswith("/widget/api/session")) as session:
         panel = open_widget(page, f"{strict_site['host'].origin}/?identity={identity}")
     assert session.value.status == 401
-    panel.get_by_role("status").filter(has_text="Please sign in to chat with us.").wait_for()
-    assert panel.get_by_role("button", name="Send").is_disabled()
-    assert panel.get_by_label("Your question").is_disabled()
+    status = panel.get_by_role("status").filter(has_text="Please sign in to chat with us.")
+    status.wait_for()
+    with page.expect_response(lambda r: r.url.endswith("/widget/api/ask")) as asked:
+        send(panel, PASSWORD_QUESTION)
+    assert asked.value.status == 401
+    status.wait_for()
+    assert panel.locator(".message.assistant:not(.greeting)").count() == 0  # no answer, no citation
+    assert panel.locator(".sources a").count() == 0
 
 
 def test_a_verified_user_gets_the_models_tokens_before_the_model_has_finished(context, strict_site):

@@ -12,7 +12,7 @@
   var parentOrigin = null;
   var token = null, storageKey = "supportrag.widget", identityKey = "", started = false, busy = false;
   var seen = {}, lastAgentId = 0, pollTimer = null, pollFailed = false, pendingHandoff = false, handingOff = false,
-      wantFocus = false;
+      wantFocus = false, refused = false;
   window.supportragWidget = {state: function () { return {token: token, identity: identityKey, started: started}; }};
 
   if (body.dataset.color) document.documentElement.style.setProperty("--accent", body.dataset.color);
@@ -116,12 +116,16 @@
       .then(function (r) {
         if (r.status === 401 && token) { token = null; return start(identity); }
         if (r.status !== 200) {
-          setEnabled(false);
-          say(r.status === 401 ? S.sign_in_required : S.error);
+          // Refused (identity required, or a wrong user_hash): the controls stay usable, and every attempt is
+          // refused by the server again, so the visitor is told why instead of facing dead buttons.
+          refused = r.status === 401;
+          setEnabled(true);
+          say(refused ? S.sign_in_required : S.error);
           return;
         }
         token = r.body.token;
         started = true;
+        refused = false;
         setEnabled(true);
         if (wantFocus) question.focus();  // opened before the session was ready
         try { localStorage.setItem(storageKey, JSON.stringify({token: token, identity: identityKey})); } catch (e) {}
@@ -191,7 +195,13 @@
       .then(function () { box.removeAttribute("aria-busy"); busy = false; say(""); });
   }
 
+  function tryRefused(path, payload) {
+    // Without a session the server says no (401); show its reason, never an answer.
+    api("POST", path, payload).then(function () { say(S.sign_in_required); }, function () { say(S.sign_in_required); });
+  }
+
   function handoff() {
+    if (refused) { tryRefused("/widget/api/handoff", {}); return; }
     var address = email.value.trim();
     if (!emailRow.hidden && !address) { pendingHandoff = true; say(S.email_needed); email.focus(); return; }
     if (handingOff) return;  // a double click makes one ticket
@@ -225,6 +235,7 @@
     event.preventDefault();
     var text = question.value.trim();
     if (!text && pendingHandoff) { handoff(); return; }
+    if (text && refused) { tryRefused("/widget/api/ask", {question: text}); return; }
     if (!text || busy || !started) return;
     question.value = "";
     ask(text);
