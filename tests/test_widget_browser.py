@@ -163,6 +163,7 @@ def test_a_visitor_gets_a_streamed_cited_answer_and_a_follow_up(context, widget_
     assert re.fullmatch(rf"{widget_site['base_url']}/help/articles/\d+#didnt-get-the-reset-email",
                         source.get_attribute("href"))
     assert panel.locator(".message.assistant[data-answerable='yes']").count() == 1  # the gate event came first
+    panel.get_by_text("Did this answer your question?").wait_for()
     page.screenshot(path=str(screenshots / "widget-1280.png"))
     send(panel, FOLLOW_UP)
     panel.locator(".message.assistant .sources").nth(1).wait_for()

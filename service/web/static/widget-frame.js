@@ -60,6 +60,7 @@
     });
     nav.appendChild(ol);
     box.appendChild(nav);
+    log.scrollTop = log.scrollHeight;
   }
 
   function feedback(box, messageId) {
@@ -81,6 +82,7 @@
       group.appendChild(b);
     });
     box.appendChild(group);
+    log.scrollTop = log.scrollHeight;
   }
 
   function headers(json) {
