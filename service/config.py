@@ -86,7 +86,7 @@ def _origins(name: str, raw: str) -> tuple[str, ...]:
     """Origins (scheme://host[:port]), space- or comma-separated, without paths."""
     origins = tuple(part.rstrip("/") for part in re.split(r"[\s,]+", raw) if part)
     for origin in origins:
-        if not re.fullmatch(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?", origin):
+        if not re.fullmatch(r"https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?", origin):
             raise ConfigError(f"{name} must list origins like https://shop.example.com, got {origin!r}")
     return origins
 

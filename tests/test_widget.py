@@ -304,3 +304,22 @@ def test_a_streamed_refusal_hands_off_as_a_ticket_would(seeded, fake_openai):
     text = "".join(data["text"] for kind, data in events if kind == "delta")
     assert "CANNOT" not in text and text.startswith("We could not find an answer")
     assert events[-2] == ("citations", {"citations": []}) and events[-1][1]["answered"] is False
+
+
+@pytest.mark.parametrize("raw, origins", [
+    ("https://shop.example.com", ("https://shop.example.com",)),
+    ("http://127.0.0.1:8001/, https://a.example.com  http://[::1]:9000", (
+        "http://127.0.0.1:8001", "https://a.example.com", "http://[::1]:9000")),
+])
+def test_allowed_origins_are_read_as_a_list_of_origins(raw, origins):
+    from service.config import Settings
+
+    assert Settings.from_env({"WIDGET_ALLOWED_ORIGINS": raw}).widget_allowed_origins == origins
+
+
+@pytest.mark.parametrize("raw", ["*", "shop.example.com", "https://shop.example.com/help", "javascript:alert(1)"])
+def test_an_allowed_origin_that_is_not_an_origin_stops_the_start(raw):
+    from service.config import ConfigError, Settings
+
+    with pytest.raises(ConfigError, match="WIDGET_ALLOWED_ORIGINS"):
+        Settings.from_env({"WIDGET_ALLOWED_ORIGINS": raw})
