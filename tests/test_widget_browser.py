@@ -19,7 +19,7 @@ import pytest
 from service.widget.identity import user_hash
 
 from .fake_openai import FakeOpenAIServer
-from .test_admin_browser import DESKTOP, PHONE, create_admin_and_token, request_json
+from .test_admin_browser import DESKTOP, PHONE, create_admin_and_token, log_in, request_json
 from .test_serve import free_port, serve_fresh_database
 
 AXE = Path(__file__).parent / "assets" / "axe-core" / "axe.min.js"
@@ -354,3 +354,19 @@ def test_a_late_identify_with_the_right_hash_opens_the_chat_in_identity_required
     panel.get_by_label("Your question").wait_for(state="visible")
     wait_until_started(panel)
     assert panel.get_by_role("button", name="Send").is_enabled()
+
+
+def test_the_admin_page_shows_the_snippet_and_a_live_preview_that_answers(context, widget_site, screenshots):
+    page = context.new_page()
+    log_in(page, widget_site["base_url"])
+    page.goto(f"{widget_site['base_url']}/admin/widget")
+    assert page.get_by_label("Snippet to paste").input_value() == (
+        f'<script src="{widget_site["base_url"]}/widget.js" async data-locale="en"></script>')
+    assert page.locator("#allowed-origins").text_content().strip() == widget_site["host"].origin
+    assert "not set" in page.locator("#identity-secret").text_content()
+    page.get_by_role("button", name="Open support chat").click()
+    panel = page.frame_locator("iframe[title='Support chat']")
+    wait_until_started(panel)
+    send(panel, PASSWORD_QUESTION)
+    panel.locator(".sources a").first.wait_for()
+    page.screenshot(path=str(screenshots / "admin-widget.png"))
