@@ -105,6 +105,13 @@ class Brand:
     def signature(self) -> str | None:
         """The e-mails' sign-off, ``Tallybook Support``; None without a name."""
         return f"{self.name} Support" if self.name else None
+def _origins(name: str, raw: str) -> tuple[str, ...]:
+    """Origins (scheme://host[:port]), space- or comma-separated, without paths."""
+    origins = tuple(part.rstrip("/") for part in re.split(r"[\s,]+", raw) if part)
+    for origin in origins:
+        if not re.fullmatch(r"https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?", origin):
+            raise ConfigError(f"{name} must list origins like https://shop.example.com, got {origin!r}")
+    return origins
 
 
 def _public_url(_name: str, raw: str) -> str | None:
@@ -412,6 +419,23 @@ class Settings:
     brand_logo: Path | None = text(
         "SUPPORTRAG_BRAND_LOGO", None, "path of a logo image (PNG, JPEG, GIF, WebP or SVG) shown in the help "
         "center's header", area=WEB, parse=lambda _name, raw: Path(raw).expanduser())
+    # The embeddable chat widget (issue 35, service/widget).
+    widget_allowed_origins: tuple[str, ...] = text(
+        "WIDGET_ALLOWED_ORIGINS", (), "sites that may embed the chat widget, space- or comma-separated origins "
+        "(`https://shop.example.com`); enforced by CSP `frame-ancestors` and on every `postMessage`", area=WEB,
+        parse=_origins, default_text="unset (no other site may embed it)")
+    widget_identity_secret: str | None = text(
+        "WIDGET_IDENTITY_SECRET", None, "key of the widget's `user_hash` = HMAC-SHA256(key, user_id), computed "
+        "by your own server", area=WEB, secret=True)
+    widget_identity_required: bool = flag(
+        "WIDGET_IDENTITY_REQUIRED", False, "`1`: only visitors with a valid `user_hash` may chat in the widget",
+        area=WEB)
+    widget_token_seconds: int = integer(
+        "WIDGET_TOKEN_SECONDS", 7 * 86400, "how long a widget visitor's signed token (their way back to the "
+        "conversation) stays valid", area=WEB, low=60)
+    rate_limit_widget: tuple[int, int] | None = rate(
+        "SUPPORTRAG_RATE_LIMIT_WIDGET", "30/minute", "widget questions and hand-offs per visitor and, "
+        "separately, per client address", area=WEB)
 
     # ---- learning (the knowledge loop)
     importance_window_days: int = integer(

@@ -44,6 +44,9 @@ class FakeOpenAIState:
     native_dimensions: int = 1536
     # The assistant's text, or a function of the request body that returns it.
     chat_reply: str | Callable[[dict], str] = "Please follow the steps in the article [1]."
+    # ``stream=True`` requests: the reply in word-sized chunks, this many seconds apart (the model "thinking").
+    stream_delay: float = 0.0
+    stream_finished_at: list[float] = field(default_factory=list)  # perf_counter() when each stream ended
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def take_fault(self) -> _Fault | None:
@@ -109,6 +112,9 @@ class _Handler(BaseHTTPRequestHandler):
         reply = self.server.state.chat_reply
         if callable(reply):
             reply = reply(body)
+        if body.get("stream"):
+            self._stream(body, reply)
+            return
         self._send(200, {
             "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
             "model": body["model"],
@@ -116,6 +122,29 @@ class _Handler(BaseHTTPRequestHandler):
                          "message": {"role": "assistant", "content": reply}}],
             "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
         })
+
+
+    def _stream_chunk(self, model: str, delta: dict, finish: str | None = None) -> None:
+        chunk = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": int(time.time()),
+                 "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        self.wfile.flush()
+
+    def _stream(self, body: dict, reply: str) -> None:
+        """The OpenAI streaming wire format: server-sent chunks, then ``data: [DONE]``."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self._stream_chunk(body["model"], {"role": "assistant", "content": ""})
+        for word in reply.split(" "):
+            time.sleep(self.server.state.stream_delay)
+            self._stream_chunk(body["model"], {"content": word + " "})
+        self._stream_chunk(body["model"], {}, "stop")
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.server.state.stream_finished_at.append(time.perf_counter())
+        self.close_connection = True
 
 
 class FakeOpenAIServer(ThreadingHTTPServer):

@@ -39,7 +39,7 @@ LAYERS = (
     ("service.runtime",), ("service.retrieval",), ("service.gate",),
     # Outbound mail (compose, outbox, worker) is queued by the ticket use cases; the inbound adapters drive them.
     ("service.mail",), ("service.tickets",), ("service.intake",), ("service.privacy",), ("service.accounts",),
-    ("service.public", "service.rag"), ("service.web",), ("service.cli",), ("service",),
+    ("service.public", "service.rag"), ("service.web", "service.widget"), ("service.cli",), ("service",),
 )
 
 

@@ -23,7 +23,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0031"
-down_revision = "0029"
+down_revision = "0030"
 branch_labels = None
 depends_on = None
 

@@ -42,6 +42,8 @@ PUBLIC_ENDPOINTS = frozenset({
     "attachments.customer_download",
     # The help center's brand: its colour as a style sheet, its logo.
     "help_brand.style", "help_brand.logo",
+    # The chat widget's script and iframe page (framing is limited by WIDGET_ALLOWED_ORIGINS, not by a login).
+    "widget.loader", "widget.frame",
 })
 # Public unless the named setting is turned off (SUPPORTRAG_PUBLIC_SEARCH / SUPPORTRAG_PUBLIC_TICKETS).
 TOGGLED_ENDPOINTS = {
@@ -52,6 +54,9 @@ TOGGLED_ENDPOINTS = {
     "help.follow_up": "public_tickets",
     # The customer rates a solved ticket (its secret, or the reply token of the solve e-mail's link).
     "desk_api.rating": "public_tickets", "help_rating.rate_page": "public_tickets", "help_rating.rate": "public_tickets",
+    # The chat widget's API: each call but the first carries the visitor's signed token (service/widget).
+    "widget.session_start": "public_tickets", "widget.ask": "public_tickets", "widget.messages": "public_tickets",
+    "widget.handoff": "public_tickets", "widget.feedback": "public_tickets",
 }
 
 

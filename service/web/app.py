@@ -41,6 +41,8 @@ from service.web.versions import versions_api
 from service.web.admin.history import admin_history
 from service.web.privacy import privacy_api
 from service.web.article_drafts import drafts_api
+from service.widget.admin import widget_admin
+from service.widget.views import widget
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +92,8 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.register_blueprint(privacy_api)  # issue 36: customer export and erasure
     app.register_blueprint(drafts_api)  # issue 36: article drafts and trash
     register_brand(app)  # SUPPORTRAG_BRAND_*: the help center's name, colour and logo (issue 37)
+    app.register_blueprint(widget)  # the embeddable chat widget (issue 35)
+    app.register_blueprint(widget_admin)
     register_error_handlers(app)
 
     @app.teardown_appcontext

@@ -18,7 +18,8 @@ def add_security_headers(response: Response) -> Response:
     headers = response.headers
     headers.setdefault("Content-Security-Policy", ADMIN_CSP if page else API_CSP)
     headers.setdefault("X-Content-Type-Options", "nosniff")
-    headers.setdefault("X-Frame-Options", "DENY")
+    if "frame-ancestors 'none'" in headers["Content-Security-Policy"]:  # the widget's frame lists its sites
+        headers.setdefault("X-Frame-Options", "DENY")
     headers.setdefault("Referrer-Policy", "same-origin" if page else "no-referrer")
     if page:
         headers.setdefault("Cache-Control", "no-store")  # pages show customer data behind a login

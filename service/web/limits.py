@@ -67,6 +67,8 @@ LIMITED_ENDPOINTS = {
     "help.escalate": ("feedback", "rate_limit_feedback"),
     "help.follow_up": ("tickets", "rate_limit_tickets"),  # a follow-up is a new message for an agent
     "desk_api.rating": ("feedback", "rate_limit_feedback"), "help_rating.rate": ("feedback", "rate_limit_feedback"),
+    # The chat widget: per address here, per visitor in service/widget/views.py.
+    "widget.ask": ("widget", "rate_limit_widget"), "widget.handoff": ("widget", "rate_limit_widget"),
 }
 
 

@@ -19,6 +19,7 @@ from service.web.openapi_desk import DESK_SCHEMAS, desk_list_parameters, desk_op
 from service.web.openapi_gate import GATE_SCHEMAS, gate_operations
 from service.web.openapi_privacy import PRIVACY_SCHEMAS, privacy_operations
 from service.web.openapi_schemas import SCHEMAS, ref
+from service.web.openapi_widget import WIDGET_SCHEMAS, widget_operations
 
 openapi = Blueprint("openapi", __name__, url_prefix="/api")
 DOCS_CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'"
@@ -154,6 +155,7 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
     *desk_operations(_query, _path_id, SECRET_HEADER),
     *gate_operations(_query, _path_id),
     *privacy_operations(_query, _path_id),
+    *widget_operations(_query),
     ("/api/openapi.json", "get", "openapi.spec", "This description", None, ("200", None), []),
     ("/api/docs", "get", "openapi.docs", "This description as a page", None, ("200", None), []),
 ]
@@ -217,7 +219,7 @@ def build_spec(settings: Settings) -> dict[str, Any]:
             "Support-ticket answering on PostgreSQL + pgvector. Every error has one shape (`Error`); "
             "unknown fields are refused by name.")},
         "paths": paths,
-        "components": {"schemas": SCHEMAS | DESK_SCHEMAS | GATE_SCHEMAS | PRIVACY_SCHEMAS,
+        "components": {"schemas": SCHEMAS | DESK_SCHEMAS | GATE_SCHEMAS | PRIVACY_SCHEMAS | WIDGET_SCHEMAS,
                        "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer",
                                                           "description": "`supportrag token create`"}}},
     }

@@ -61,6 +61,7 @@ from service.db.models.privacy import PRIVACY_EVENT_KINDS, ArticleDraft, Article
 from service.db.models.search_vectors import search_vectors
 from service.db.models.team import PRESENCE_ACTIVITIES, TAG_PATTERN, TicketPresence, TicketRating, TicketRead, TicketTag
 from service.db.models.ticket_vectors import ticket_vectors
+from service.db.models.widget import WIDGET_ROLES, WidgetConversation, WidgetMessage
 from service.db.models.tickets import (
     ANSWER_MODES,
     ESCALATION_REASONS,
@@ -85,4 +86,5 @@ __all__ = [
     "PRIVACY_EVENT_KINDS", "ArticleDraft", "ArticleTrash", "ArticleVersion", "PrivacyEvent",
     "PRESENCE_ACTIVITIES", "TAG_PATTERN", "TicketPresence", "TicketRating", "TicketRead", "TicketTag",
     "GATE_SOURCES", "GateCalibration", "GateReview",
+    "WIDGET_ROLES", "WidgetConversation", "WidgetMessage",
 ]
