@@ -105,7 +105,11 @@ def test_3_the_draft_cites_the_refund_section_and_the_agent_edits_and_sends_it(a
     assert draft.startswith("Hello,") and f"/help/articles/{refund_id}" not in draft
     assert all(link.get_attribute("href") in draft for link in agent.locator(".evidence ol.sources a").all())
     agent.screenshot(path=str(screenshots / "agent-workspace.png"), full_page=True)
-    composer.fill(draft.replace("Best regards,", "Your refund reaches you within 5 business days.\n\nBest regards,"))
+    # The agent writes the answer in place of the draft's notice, if it has one (nothing to send as it stands).
+    notice = agent.locator("#draft-notice")
+    line = notice.get_attribute("data-notice") if notice.count() else None
+    edited = draft.replace(line, "") if line else draft
+    composer.fill(edited.replace("Best regards,", "Your refund reaches you within 5 business days.\n\nBest regards,"))
     agent.get_by_role("button", name="Send, set pending").click()
     agent.locator(".flash-success").wait_for()
     assert "pending" in agent.locator(".flash-success").text_content()

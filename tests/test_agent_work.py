@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 
 import pytest
 import sqlalchemy as sa
@@ -50,6 +52,13 @@ def test_the_state_machine_refuses_what_does_not_apply(current, event, requested
 ])
 def test_edit_ratio_is_zero_when_sent_unchanged_and_one_when_replaced(draft, sent, expected):
     assert edit_ratio(draft, sent) == expected
+
+
+@pytest.fixture
+def settings(settings):
+    """The floor gate: an agent's reply to a grounded draft; the calibrated gate hands these
+    short questions off (its own choices are tested in tests/test_gate_*)."""
+    return dataclasses.replace(settings, answer_gate="floor")
 
 
 def test_a_light_edit_has_a_small_edit_ratio():

@@ -27,6 +27,13 @@ PRICING = ("Our plans:\n\n| Plan | Requests per minute |\n|------|--------------
            "| Free | 60 |\n| Pro <script>x</script> | [600](javascript:alert(1)) |\n")
 
 
+@pytest.fixture
+def settings(settings):
+    """The floor gate: these checks (the relevance floor, drafts' evidence) were written for the floor gate, and
+    short questions such as "Password reset" are handed off by the calibrated one."""
+    return dataclasses.replace(settings, answer_gate="floor")
+
+
 def _add_article(client, title: str, content: str, category: str | None = None) -> int:
     response = client.post("/api/articles", json={"title": title, "content": content, "category": category})
     assert response.status_code == 201, response.get_json()

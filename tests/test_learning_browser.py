@@ -32,7 +32,13 @@ PICKUP_REPLY = ("Hi Jane, yes! Choose Warehouse pickup as the delivery option at
 def loop_server(pg_url, tmp_path_factory) -> Iterator[dict[str, Any]]:
     """A fresh seeded database served by ``supportrag serve``, with one admin and one API token."""
     data_dir = tmp_path_factory.mktemp("learning-browser")
-    with serve_fresh_database(pg_url, data_dir, prepare=create_admin_and_token) as served:
+    def prepare(env: dict[str, str], base_url: str) -> str:
+        # The floor gate: the loop learns from close calls between articles (the calibrated gate hands these short
+        # questions off; its own choices are tested in tests/test_gate_*).
+        env["ANSWER_GATE"] = "floor"
+        return create_admin_and_token(env, base_url)
+
+    with serve_fresh_database(pg_url, data_dir, prepare=prepare) as served:
         yield {"base_url": served["base_url"], "token": served["prepared"],
                "database_url": served["database_url"], "data_dir": data_dir}
 

@@ -69,6 +69,8 @@ def articles_update(article_id: int):
     (``manual`` from the admin pages' slider, ``api`` from a token)."""
     body = json_body(ARTICLE_UPDATE_FIELDS)
     expected = body.pop("version", None)
+    if isinstance(expected, float) and expected.is_integer():  # JSON's 143.0 is the whole number 143
+        expected = int(expected)
     if expected is not None and (type(expected) is not int or expected < 1):
         raise ApiError(400, "validation_error", "invalid article", {"version": "must be a whole number from 1"})
     try:

@@ -38,6 +38,8 @@ def drafts_create():
     """A draft of a new article, or with ``article_id`` an edit of one (unseen by customers until published)."""
     body = json_body((*DRAFT_FIELDS, "article_id"))
     article_id = body.pop("article_id", None)
+    if isinstance(article_id, float) and article_id.is_integer():  # JSON's 143.0 is the whole number 143
+        article_id = int(article_id)
     if article_id is not None and (type(article_id) is not int or article_id < 1):
         raise ApiError(400, "validation_error", "invalid draft", {"article_id": "must be an article id"})
     draft = create_draft(db(), body, author=change_author(), article_id=article_id)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.tickets.validation import EMAIL_MAX, EMAIL_PATTERN
 from service.web.openapi_schemas import ARTICLE_FIELDS, INTEGER, NUMBER, STRING, TIMESTAMP, nullable, obj, ref
 
-EMAIL = {"type": "string", "minLength": 3, "maxLength": 320}
+EMAIL = {"type": "string", "maxLength": EMAIL_MAX, "pattern": EMAIL_PATTERN}
 VERSION_FIELDS = {"article_id": INTEGER, "number": INTEGER, "title": STRING, "category": nullable(STRING),
                   "importance": NUMBER, "author": STRING, "source": STRING, "created_at": TIMESTAMP}
 DRAFT_FIELDS = ARTICLE_FIELDS
@@ -20,7 +21,8 @@ PRIVACY_SCHEMAS: dict[str, Any] = {
                        ["article_id", "current_version", "versions"]),
     "VersionEnvelope": obj({"version": ref("Version")}, ["version"]),
     "VersionRestored": obj({"article": ref("Article"), "restored_from": INTEGER}, ["article", "restored_from"]),
-    "ArticleDraftCreate": obj({**DRAFT_FIELDS, "article_id": {"type": "integer", "minimum": 1}}, closed=True),
+    "ArticleDraftCreate": obj({**DRAFT_FIELDS, "article_id": {"type": "integer", "minimum": 1}}, ["title", "content"],
+                              closed=True),
     "ArticleDraftUpdate": obj(DRAFT_FIELDS, closed=True),
     "ArticleDraft": obj({"id": INTEGER, "article_id": nullable(INTEGER), "base_version": nullable(INTEGER),
                          "title": STRING, "content": STRING, "category": nullable(STRING), "importance": NUMBER,
