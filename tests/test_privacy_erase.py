@@ -221,3 +221,28 @@ def test_an_agent_may_neither_export_nor_erase_a_customer(app, runtime):
     assert_error(agent.post("/api/customers/erase", json={"email": "a@example.com", "confirm": "a@example.com"}),
                  403, "forbidden")
     assert agent.get("/api/articles").status_code == 200  # the same token reads what agents may
+
+
+def test_erasing_a_customer_removes_their_widget_conversations_and_keeps_anothers(seeded, client):
+    from .test_widget import PASSWORD_QUESTION, ask, start, widget_app
+
+    widget = widget_app(seeded).test_client()
+    tokens = {}
+    for email, words in (("wanda@example.com", "Quixotic umbrella"), ("otto@example.com", "Zephyr marmalade")):
+        token = start(widget).get_json()["token"]
+        ask(widget, token, f"{PASSWORD_QUESTION} {words}").get_data()
+        assert widget.post("/widget/api/handoff", json={"email": email},
+                           headers={"X-Widget-Token": token}).status_code == 201
+        tokens[email] = token
+    count = sa.text("SELECT count(*) FROM widget_messages WHERE body ILIKE :w")
+    with seeded.session() as session:
+        assert session.execute(count, {"w": "%quixotic%"}).scalar_one() >= 1
+        assert scan(session, ["wanda@example.com", "Quixotic"], [])
+    erased = client.post("/api/customers/erase", json={"email": "wanda@example.com", "confirm": "wanda@example.com"})
+    assert erased.status_code == 200, erased.get_data(as_text=True)
+    assert erased.get_json()["counts"]["widget_conversations"] == 1
+    with seeded.session() as session:
+        assert scan(session, ["wanda@example.com", "Quixotic"], []) == []
+        assert session.execute(count, {"w": "%zephyr%"}).scalar_one() >= 1  # the other visitor's stays
+    assert widget.get("/widget/api/messages", headers={"X-Widget-Token": tokens["wanda@example.com"]}).status_code \
+        in (401, 404)

@@ -20,6 +20,9 @@ NOTIFICATION_OF_TICKETS = "(ticket_id IS NULL AND substring(subject from '^\\[T-
                           "= ANY(:ticket_ids))"
 
 
+WIDGET_CONVERSATIONS = "SELECT id FROM widget_conversations WHERE lower(email) = :email OR ticket_id = ANY(:ticket_ids)"
+
+
 @dataclass(frozen=True)
 class ErasureTarget:
     """One kind of row to erase: a count statement and the statement that erases the same rows."""
@@ -80,6 +83,10 @@ TARGETS: list[ErasureTarget] = [
     rows_where("candidates", "article_candidates", OF_TICKETS),
     json_mentions("candidate_mentions", "article_candidates", "also_asked"),
     json_mentions("proposal_mentions", "importance_proposals", "evidence", "questions"),
+    # The chat widget (service.widget): a conversation is the visitor's own words, kept by address or by the ticket
+    # its hand-off made; its messages go with it (the widget's helpful/unhelpful marks are not labels of a ticket).
+    rows_where("widget_messages", "widget_messages", f"conversation_id IN ({WIDGET_CONVERSATIONS})"),
+    rows_where("widget_conversations", "widget_conversations", f"id IN ({WIDGET_CONVERSATIONS})"),
     rows_set("tickets", "tickets", f"subject = {ERASED}, body = {ERASED}, customer_email = NULL, "
              "secret_sha256 = NULL, reply_token = NULL, erased_at = clock_timestamp()", "id = ANY(:ticket_ids)"),
 ]
