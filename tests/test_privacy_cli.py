@@ -88,4 +88,4 @@ def test_api_export_holds_the_tickets_thread_attachment_and_raw_mail(inbound, cl
     assert any(archive.read(n) == PHOTO for n in archive.namelist() if "/attachments/" in n)
     assert any(archive.read(n) == raw for n in archive.namelist() if n.startswith("raw_mail/"))
     other = client.get("/api/customers/export?email=someone.else@example.com")
-    assert zipfile.ZipFile(io.BytesIO(other.data)).namelist() == ["mail_sent.json", "README.json"]
+    assert zipfile.ZipFile(io.BytesIO(other.data)).namelist() == ["mail_sent.json", "chat.json", "README.json"]

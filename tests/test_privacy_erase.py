@@ -4,8 +4,11 @@ their messages or their attachments' bytes, while another customer's rows stay b
 from __future__ import annotations
 
 import dataclasses
+import io
+import json
 import threading
 import time
+import zipfile
 
 import pytest
 import sqlalchemy as sa
@@ -238,6 +241,11 @@ def test_erasing_a_customer_removes_their_widget_conversations_and_keeps_another
     with seeded.session() as session:
         assert session.execute(count, {"w": "%quixotic%"}).scalar_one() >= 1
         assert scan(session, ["wanda@example.com", "Quixotic"], [])
+    exported = client.get("/api/customers/export?email=wanda@example.com")
+    with zipfile.ZipFile(io.BytesIO(exported.data)) as archive:
+        [chat] = json.loads(archive.read("chat.json"))
+    assert chat["email"] == "wanda@example.com" and "Quixotic" in chat["messages"][0]["body"]
+    assert "Zephyr" not in json.dumps(chat) and "chat.json" in archive.namelist()
     erased = client.post("/api/customers/erase", json={"email": "wanda@example.com", "confirm": "wanda@example.com"})
     assert erased.status_code == 200, erased.get_data(as_text=True)
     assert erased.get_json()["counts"]["widget_conversations"] == 1

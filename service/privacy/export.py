@@ -1,5 +1,6 @@
 """Export one customer: a ZIP of their tickets with messages, ratings and feedback, attachments as files, their
-raw inbound mail, the mail sent to them, and README.json describing each file."""
+raw inbound mail, the mail sent to them, their chat-widget conversations, and README.json describing each
+file."""
 
 from __future__ import annotations
 
@@ -49,6 +50,15 @@ SELECT jsonb_build_object('id', id, 'ticket_id', ticket_id, 'to', to_address, 's
 FROM mail_outbox WHERE position(:email in lower(to_address)) > 0 ORDER BY id
 """)
 
+WIDGET_SQL = sa.text("""
+SELECT to_jsonb(c) - 'token_generation' || jsonb_build_object('messages', (
+    SELECT coalesce(jsonb_agg(jsonb_build_object('role', m.role, 'body', m.body, 'citations', m.citations,
+                                                 'helpful', m.helpful, 'created_at', m.created_at) ORDER BY m.id),
+                    '[]'::jsonb)
+    FROM widget_messages m WHERE m.conversation_id = c.id))
+FROM widget_conversations c WHERE lower(c.email) = :email OR c.ticket_id = ANY(:ticket_ids) ORDER BY c.id
+""").bindparams(sa.bindparam("ticket_ids", type_=ARRAY(sa.BigInteger)))
+
 
 @dataclass(frozen=True)
 class CustomerExport:
@@ -93,6 +103,8 @@ def export_customer(session: Session, email: str) -> CustomerExport:
             put(f"raw_mail/{row.id}.eml", bytes(row.raw), "an e-mail as we received it")
         outbox = list(session.execute(OUTBOX_SQL, {"email": address}).scalars())
         put("mail_sent.json", _json(outbox), "the e-mails we sent (or tried to send) to you")
+        chats = list(session.execute(WIDGET_SQL, {"ticket_ids": ids, "email": address}).scalars())
+        put("chat.json", _json(chats), "your conversations in the chat widget on our site, with each message")
         archive.writestr("README.json", _json({
             "customer": address, "generated_at": datetime.now(timezone.utc).isoformat(),
             "files": {"README.json": "this file", **readme}}))
