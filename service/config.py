@@ -486,7 +486,7 @@ class Settings:
 
     @property
     def brand(self) -> Brand:
-        """The brand customers see (the help center, e-mails and, later, the widget read this one object)."""
+        """The brand customers see (the help center, e-mails and the chat widget read this one object)."""
         return Brand(name=self.brand_name, color=self.brand_color, logo=self.brand_logo)
 
     @property

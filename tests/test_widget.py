@@ -323,3 +323,11 @@ def test_an_allowed_origin_that_is_not_an_origin_stops_the_start(raw):
 
     with pytest.raises(ConfigError, match="WIDGET_ALLOWED_ORIGINS"):
         Settings.from_env({"WIDGET_ALLOWED_ORIGINS": raw})
+
+
+def test_the_panel_takes_the_brands_name_and_colour_unless_the_tag_sets_its_own(seeded):
+    branded = widget_app(seeded, brand_name="Tallybook", brand_color="#0a7f5a").test_client()
+    page = branded.get("/widget").get_data(as_text=True)
+    assert '<h1 id="panel-title">Tallybook</h1>' in page and 'data-color="#0a7f5a"' in page
+    own = branded.get("/widget?title=Shop%20help&color=%23123456").get_data(as_text=True)
+    assert '<h1 id="panel-title">Shop help</h1>' in own and 'data-color="#123456"' in own

@@ -114,9 +114,11 @@ def frame():
     """The chat panel, framed by an allowed site (CSP frame-ancestors) or by the admin's preview."""
     settings = runtime().settings
     locale = pick_locale(request.args.get("locale"), request.headers.get("Accept-Language"))
-    color = request.args.get("color", "")
+    brand = settings.brand  # the site's data-title / data-color first, then the help center's brand (issue 37)
+    color = request.args.get("color") or brand.color or ""
+    title = request.args.get("title") or brand.name or ""
     page = render_template(
-        "widget/frame.html", s=strings(locale), locale=locale, title=request.args.get("title", "")[:80],
+        "widget/frame.html", s=strings(locale), locale=locale, title=title[:80],
         color=color if COLOR.fullmatch(color) else "", origins=" ".join(settings.widget_allowed_origins),
         identity_required=settings.widget_identity_required)
     response = Response(page, mimetype="text/html")
