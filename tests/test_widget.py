@@ -214,7 +214,7 @@ def test_talk_to_a_person_makes_an_escalated_ticket_with_the_transcript_and_the_
                              headers={"X-Widget-Token": token}).get_json() == {"messages": []}
 
 
-def test_did_this_answer_your_question_is_recorded_on_the_answer(widget_client, seeded):
+def test_did_this_answer_your_question_is_recorded_on_the_answer(widget_client, seeded, client):
     token = start(widget_client).get_json()["token"]
     done = events_of(ask(widget_client, token, PASSWORD_QUESTION))[-1][1]
     answer = widget_client.post("/widget/api/feedback", json={"message_id": done["message_id"], "helpful": True},
@@ -222,6 +222,7 @@ def test_did_this_answer_your_question_is_recorded_on_the_answer(widget_client, 
     assert answer.status_code == 200
     with seeded.session() as session:
         assert session.get(WidgetMessage, int(done["message_id"][1:])).helpful is True
+    assert client.get("/api/gate").get_json()["label_sources"]["widget_feedback"] == 1  # shown beside the reviews
     other = start(widget_client).get_json()["token"]  # another visitor cannot rate it
     assert_error(widget_client.post("/widget/api/feedback", json={"message_id": done["message_id"],
                                                                  "helpful": False},

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from service.db.models import AnswerFeedback, GateCalibration, GateReview, Ticket, TicketDraft
+from service.db.models import AnswerFeedback, GateCalibration, GateReview, Ticket, TicketDraft, WidgetMessage
 from service.gate.calibrator import fit_calibrator, load_default_calibrator, load_default_threshold
 from service.gate.features import Features
 from service.gate.state import active_gate
@@ -96,12 +96,15 @@ def calibrate(session: Session, *, target: float, confidence: float, actor: str 
 
 
 def label_counts(session: Session) -> dict[str, int]:
-    """Labels by source: reviews (used), customer feedback and used drafts (shown beside them, not used)."""
+    """Labels by source: reviews (used); customer feedback on tickets and in the chat widget, and used drafts (shown
+    beside them, not used)."""
     reviews = session.scalar(sa.select(sa.func.count()).select_from(GateReview)) or 0
     feedback = session.scalar(sa.select(sa.func.count()).select_from(AnswerFeedback)) or 0
     drafts = session.scalar(sa.select(sa.func.count()).select_from(TicketDraft)
                             .where(TicketDraft.used_by_message_id.is_not(None))) or 0
-    return {"reviews": reviews, "customer_feedback": feedback, "drafts_used": drafts}
+    widget = session.scalar(sa.select(sa.func.count()).select_from(WidgetMessage)
+                            .where(WidgetMessage.helpful.is_not(None))) or 0
+    return {"reviews": reviews, "customer_feedback": feedback, "widget_feedback": widget, "drafts_used": drafts}
 
 
 def gate_status(session: Session, *, default_target: float, default_confidence: float) -> dict:

@@ -22,7 +22,8 @@ GATE_SCHEMAS: dict[str, Any] = {
     "GateStatus": obj({
         "target_precision": NUMBER, "confidence_level": NUMBER, "threshold": NUMBER, "labels": INTEGER,
         "labels_needed": INTEGER, "source": {"enum": ["default", "team"]},
-        "label_sources": obj({"reviews": INTEGER, "customer_feedback": INTEGER, "drafts_used": INTEGER}),
+        "label_sources": obj({"reviews": INTEGER, "customer_feedback": INTEGER, "widget_feedback": INTEGER,
+                              "drafts_used": INTEGER}),
         "estimated_precision": nullable(NUMBER), "precision_lower_bound": nullable(NUMBER),
         "coverage": nullable(NUMBER), "calibrated_at": nullable(STRING), "message": nullable(STRING),
         "calibration_id": INTEGER, "curve": {"type": "array", "items": POINT}},
