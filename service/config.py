@@ -372,6 +372,9 @@ class Settings:
             raise ConfigError("SUPPORTRAG_SESSION_IDLE_SECONDS must be at most SUPPORTRAG_SESSION_LIFETIME_SECONDS")
         if self.mail_reply_to is not None and self.mail_reply_to.count("{token}") != 1:
             raise ConfigError("MAIL_REPLY_TO must contain {token} once, e.g. support+{token}@example.com")
+        if self.smtp_host and not self.public_url:  # links in e-mails must not come from a request's Host header
+            raise ConfigError("SMTP_HOST needs SUPPORTRAG_PUBLIC_URL (the help center's address for e-mail links), "
+                              "e.g. https://help.example.com")
         if self.imap_host and not (self.imap_username and self.imap_password):
             raise ConfigError("IMAP_HOST needs IMAP_USERNAME and IMAP_PASSWORD (an app password for hosted mail)")
         if self.imap_processed_folder is not None and self.imap_processed_folder == self.imap_folder:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import sys
 from datetime import timezone
-from urllib.parse import quote
 
 import click
 from sqlalchemy.exc import SQLAlchemyError
 
 from service.cli.context import connect
 from service.cli.mail_fetch import fetch
+from service.links import ticket_link
 from service.config import ConfigError, Settings
 from service.intake.receive import receive_email
 from service.mail.outbox import NotFailed, OutboxNotFound, failed_mail, outbox_counts, retry_failed_mail
@@ -27,8 +27,7 @@ def mail() -> None:
 
 
 def _ticket_link(settings: Settings):
-    base = settings.public_url or f"http://{settings.host}:{settings.port}"
-    return lambda ticket_id, key: f"{base}/help/tickets/{ticket_id}?key={quote(key)}"
+    return lambda ticket_id, _secret: ticket_link(settings, ticket_id)
 
 
 @mail.command("pipe")

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from service.config import Settings
 from service.db.models import WORK_STATES, AdminUser, Ticket, TicketMessage
 from service.knowledge.articles import BIGINT_MAX
+from service.links import ticket_link
 from service.mail.compose import FilePart, new_message_id
 from service.mail.outbox import enqueue_mail, mail_states, recent_acknowledgements
 from service.tickets.composer import clear_composer
@@ -110,9 +111,8 @@ def reply_subject(ticket: Ticket, reference: str) -> str:
 
 
 def ticket_page_url(settings: Settings, ticket_id: int) -> str:
-    """The customer's ticket page (it opens where the acknowledgement's secret link was opened once)."""
-    base = settings.public_url or f"http://{settings.host}:{settings.port}"
-    return f"{base}/help/tickets/{ticket_id}"
+    """The customer's ticket page: absolute, with a signed token that opens it on any device (no cookie)."""
+    return ticket_link(settings, ticket_id)
 
 
 def agent_display_name(session: Session, user_id: int | None) -> str:
@@ -182,8 +182,11 @@ def may_acknowledge(session: Session, settings: Settings, ticket: Ticket) -> boo
     return recent_acknowledgements(session, ticket.customer_email) < settings.mail_ack_per_address_per_hour
 
 
-def acknowledge(session: Session, settings: Settings, ticket_id: int, *, link: str, answer: str | None) -> bool:
-    """Queue the "we have your ticket" e-mail with the secret link (and the AI's answer when there is one).
+def acknowledge(session: Session, settings: Settings, ticket_id: int, *, answer: str | None,
+                link: str | None = None) -> bool:
+    """Queue the "we have your ticket" e-mail with the ticket's signed link (and the AI's answer when there is one).
+
+    ``link`` is ignored: the link is always the one builder's (service.links), never a caller's request Host.
 
     False, and nothing queued, when ``may_acknowledge`` says no (or there is no SMTP).
     """
@@ -192,7 +195,7 @@ def acknowledge(session: Session, settings: Settings, ticket_id: int, *, link: s
         return False
     parts = [f"We received your question ({ticket.subject!s}). Your ticket reference is T-{ticket.id}.",
              answer or "A support agent will reply to this address.",
-             f"Your ticket, and any reply, is always at:\n{link}",
+             f"Your ticket, and any reply, is always at:\n{ticket_link(settings, ticket.id)}",
              "You can also reply to this e-mail."]
     row = enqueue_mail(session, settings, ticket, subject=f"[T-{ticket.id}] {ticket.subject}",
                        body="\n\n".join(parts), auto_submitted="auto-replied")

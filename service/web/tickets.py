@@ -21,7 +21,7 @@ from service.tickets.workflow import answer_ticket
 from service.web.attachments import attachment_url
 from service.web.desk import tickets_page
 from service.web.errors import ApiError
-from service.web.links import article_link, ticket_link
+from service.web.links import article_link
 from service.web.requests import db, int_arg, json_body, runtime
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def tickets_create():
     secret, digest = new_ticket_secret()
     ticket_id = answer_ticket(rt, rt.chat, json_body(TICKET_FIELDS), secret_sha256=digest)
     view = get_ticket(db(), ticket_id)
-    if acknowledge(db(), rt.settings, ticket_id, link=ticket_link(ticket_id, secret),
+    if acknowledge(db(), rt.settings, ticket_id,
                    answer=view.answer if view.status == "answered" else None):
         db().commit()
     shown = view.to_dict() if g.get("identity") is not None else view.to_public_dict()
