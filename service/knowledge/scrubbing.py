@@ -1,13 +1,23 @@
 """Turning an agent's public reply into a candidate article. Pure: PII scrubbing, the template, the dedup verdict.
 
-Scrubbed: e-mail addresses, phone numbers, runs of 6+ digits (order and card numbers, spaces or dashes allowed
-between the digits) and the ticket's reference (``T-<id>``).
+``scrub_personal_data``: e-mail addresses, phone numbers, runs of 6+ digits (order and card numbers, spaces or
+dashes allowed between the digits) and the ticket's reference (``T-<id>``). ``scrub_reply`` adds what needs to
+know the ticket: names, greetings and sign-offs, card fragments, order and account numbers, postal addresses.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Sequence
+
+from service.knowledge.scrubbing_rules import (
+    introduced_names,
+    name_parts,
+    remove_greetings_and_sign_offs,
+    remove_identifiers,
+    remove_names,
+)
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 # 6+ digits, possibly grouped by single spaces or dashes: 4111 1111 1111 1111, 1234-5678, 20240117.
@@ -66,3 +76,15 @@ def decide_dedup(nearest_similarity: float | None, threshold: float) -> DedupDec
     if nearest_similarity is not None and nearest_similarity >= threshold:
         return DedupDecision("add_to", nearest_similarity)
     return DedupDecision("new", nearest_similarity)
+
+
+def scrub_reply(text: str, *, names: Sequence[str] = ()) -> str:
+    """``text`` (a reply, or a customer's question) safe to show other people and to publish: without ``names``
+    (the customer's and the agents'), names the text itself introduces, greeting and sign-off lines, card
+    fragments, order and account numbers, postal addresses, e-mails and phones."""
+    found = [*names, *introduced_names(text)]
+    text = remove_greetings_and_sign_offs(text)
+    text = remove_identifiers(scrub_personal_data(text))
+    text = remove_names(text, name_parts(found))
+    text = re.sub(r"[ \t]+\n", "\n", text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
