@@ -78,6 +78,11 @@ def decide_dedup(nearest_similarity: float | None, threshold: float) -> DedupDec
     return DedupDecision("new", nearest_similarity)
 
 
+def names_in(texts: Sequence[str]) -> list[str]:
+    """The names a set of texts introduce (a question's "Maria here" scrubs the reply's "Maria" too)."""
+    return [name for text in texts for name in introduced_names(text)]
+
+
 def scrub_reply(text: str, *, names: Sequence[str] = ()) -> str:
     """``text`` (a reply, or a customer's question) safe to show other people and to publish: without ``names``
     (the customer's and the agents'), names the text itself introduces, greeting and sign-off lines, card

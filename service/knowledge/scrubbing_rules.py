@@ -32,6 +32,7 @@ INTRODUCED = (
                re.MULTILINE),
     re.compile(rf"^\s*[-–—]*\s*{SIGN_OFF_WORDS}\b[,.!]?[ \t]*(?:\n\s*)?[-–—]?\s*({FULL_NAME})[ \t]*$", re.MULTILINE),
     re.compile(rf"\b(?:Mr|Mrs|Ms|Miss|Dr|Mx)\.?\s+({FULL_NAME})"),
+    re.compile(rf"\n[ \t]*[-–—~]?[ \t]*({FULL_NAME})[ \t]*\s*\Z"),  # a last line that is only a name
 )
 NOT_NAMES = {"support", "team", "the", "there", "all", "everyone", "again", "so", "much", "a", "lot", "you",
              "customer", "sir", "madam", "friend", "folks", "guys", "morning", "afternoon", "evening", "here",
