@@ -9,6 +9,7 @@ from flask import Blueprint, g, jsonify, request, url_for
 from service.accounts import user_id_for
 from service.tickets.attachments import attachments_by_message
 from service.tickets.drafts import make_draft
+from service.tickets.idempotency import KeyReused, check_key, claim_key, fingerprint, record_response
 from service.tickets.learning import propose_from_solved_ticket
 from service.tickets.queries import add_feedback, content_gaps, get_ticket
 from service.tickets.secrets import new_ticket_secret
@@ -29,6 +30,7 @@ tickets_api = Blueprint("tickets_api", __name__, url_prefix="/api")
 TICKET_FIELDS = ("subject", "body", "email")
 FEEDBACK_FIELDS = ("helpful", "comment")
 SECRET_HEADER = "X-Ticket-Secret"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
 @tickets_api.post("/tickets")
@@ -121,14 +123,32 @@ def tickets_draft(ticket_id: int):
 
 @tickets_api.post("/tickets/<int:ticket_id>/replies")
 def tickets_replies(ticket_id: int):
-    """``{body, internal?, status?, attachments?}`` → 201 ``{message}``; a public reply's e-mail is ``queued``."""
-    reply = send_reply(db(), runtime().settings, ticket_id, json_body(REPLY_FIELDS), agent=_actor(),
+    """``{body, internal?, status?, attachments?}`` → 201 ``{message}``; a public reply's e-mail is ``queued``.
+
+    With an ``Idempotency-Key`` header, a repeat (or a racing duplicate) returns the first result and sends
+    nothing (``Idempotent-Replayed: true``); the key with a different body is a 409.
+    """
+    fields = json_body(REPLY_FIELDS)
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is not None:
+        work_ticket(db(), ticket_id)  # an unknown ticket is a 404 before any key is claimed
+        try:
+            earlier = claim_key(db(), ticket_id, check_key(key), fingerprint(fields))
+        except KeyReused as exc:
+            raise ApiError(409, "idempotency_key_reused", str(exc)) from exc
+        if earlier is not None:
+            db().rollback()
+            return jsonify(earlier.body), earlier.status, {"Idempotent-Replayed": "true"}
+    reply = send_reply(db(), runtime().settings, ticket_id, fields, agent=_actor(),
                        channel="web" if g.identity.kind == "session" else "api")
+    body = {"message": reply.message.to_dict() | {"email": reply.email}, "state": reply.state,
+            "attachments": reply.attachments}
+    if key is not None:
+        record_response(db(), ticket_id, key, 201, body)
     db().commit()
     if reply.state == "solved":
         learn_from_solved_ticket(ticket_id)
-    return jsonify({"message": reply.message.to_dict() | {"email": reply.email}, "state": reply.state,
-                    "attachments": reply.attachments}), 201
+    return jsonify(body), 201
 
 
 def learn_from_solved_ticket(ticket_id: int) -> None:

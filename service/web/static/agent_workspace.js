@@ -50,7 +50,12 @@
       timer = setTimeout(save, SAVE_DELAY_MS);
     });
 
+    let submitted = false;  // a double click sends once (the server also keeps the form's idempotency key)
     form.addEventListener("submit", function (event) {
+      if (submitted) {
+        event.preventDefault();
+        return;
+      }
       const notice = document.getElementById("draft-notice");
       const line = notice ? notice.dataset.notice : "";
       if (line && textarea.value.includes(line) &&
@@ -59,6 +64,7 @@
         return;
       }
       clearTimeout(timer);
+      submitted = true;
       leaving = true;  // sent: the server clears the saved text with the reply
     });
 
