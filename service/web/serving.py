@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from dataclasses import dataclass
 
@@ -26,9 +27,36 @@ from service.tickets.recovery import start_recovery_thread
 from service.web.app import create_app
 
 
-def _prepare(settings: Settings) -> Runtime:
-    """Start the embedded database if needed, migrate, seed; say where things are."""
+# The child that migrates, seeds and loads (first: exports) the local model for a gunicorn master.
+_PREPARE_PROGRAM = "from service.web.serving import prepare_in_this_process; prepare_in_this_process()"
+
+
+def prepare_in_this_process() -> None:
+    """Migrate, seed on first run and load the local model (exporting it first if needed), then exit."""
+    settings = Settings.from_env()
     runtime = Runtime.start(settings)
+    if settings.embedding_provider == "local":
+        runtime.embedder.embed(["warm up"])
+    runtime.close()
+
+
+def _prepare_in_child() -> None:
+    """What loads the model, in a child process: gunicorn's master forks its workers, and a master that ran ONNX
+    Runtime (or torch, to export) hands them thread pools that do not survive the fork: each worker then aborts
+    on SIGTERM ("terminate called … std::system_error") and the master waits out the graceful timeout."""
+    result = subprocess.run([sys.executable, "-c", _PREPARE_PROGRAM], check=False)
+    if result.returncode != 0:
+        raise click.ClickException(f"preparing the database and the model failed (exit {result.returncode})")
+
+
+def _prepare(settings: Settings, *, in_child: bool = False) -> Runtime:
+    """Start the embedded database if needed, migrate, seed; say where things are.
+
+    ``in_child``: migrating, seeding and loading the model happen in a child process (gunicorn's master).
+    """
+    if in_child:
+        _prepare_in_child()
+    runtime = Runtime.start(settings, seed=False if in_child else None)
     if settings.database_url:
         click.echo(f"database: {runtime.engine.url.render_as_string(hide_password=True)}")
     else:
@@ -124,7 +152,7 @@ def serve_forever(*, host: str | None, port: int | None, dev: bool, workers: int
     settings = Settings.from_env()
     host = host or settings.host
     port = settings.port if port is None else port
-    runtime = _prepare(settings)
+    runtime = _prepare(settings, in_child=not dev)
     click.echo(f"serving on http://{host}:{port}  (help center: /help, admin: /admin, API: /api, "
                "health: /healthz)")
     if dev:
