@@ -118,3 +118,14 @@ def test_the_rating_and_notification_links_are_absolute(mailing, client):
     assert LINK.search(solve).group().startswith(PUBLIC)
     from service.tickets.notifications import workspace_link
     assert workspace_link(mailing.settings, ticket_id) == f"{PUBLIC}/admin/inbox/{ticket_id}"
+
+
+def test_serve_says_which_mail_paths_are_on_and_where_links_point(settings):
+    from service.web.serving import mail_paths
+
+    off = mail_paths(settings)
+    assert "SMTP off" in off[0] and "IMAP off" in off[0] and "inbound webhook off" in off[0]
+    assert f"http://{settings.host}:{settings.port}" in off[1]
+    on = mail_paths(dataclasses.replace(settings, smtp_host="mail.example.com", public_url=PUBLIC,
+                                        inbound_email_secret="s"))
+    assert "SMTP on (mail.example.com:25)" in on[0] and "inbound webhook on" in on[0] and PUBLIC in on[1]
