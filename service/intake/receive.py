@@ -113,7 +113,7 @@ def _new_ticket(session: Session, row: InboundEmail, mail: InboundMail, match: M
     subject = _SUBJECT_PREFIX.sub("", mail.subject).strip() or body.splitlines()[0]
     cleaned = clean_ticket_fields({"subject": subject[:SUBJECT_MAX], "body": body, "email": mail.reply_address})
     secret, digest = new_ticket_secret()
-    ticket = Ticket(**cleaned, status="received", secret_sha256=digest)
+    ticket = Ticket(**cleaned, status="received", secret_sha256=digest, ack_pending=True)  # owed with the ticket
     session.add(ticket)
     session.flush()
     message = add_message(session, ticket.id, "customer", cleaned["body"], channel="email",

@@ -25,7 +25,8 @@ from service.tickets.drafts import edit_ratio, latest_draft, mark_drafts_used
 from service.tickets.queries import TicketNotFound, TicketView, ticket_views
 from service.tickets.ratings import rating_invitation
 from service.tickets.reply_files import check_attachments, decode_attachments, store_attachments
-from service.tickets.states import Actor, apply_event
+from service.tickets.notifications import notify_unassigned
+from service.tickets.states import SYSTEM, Actor, apply_event
 from service.tickets.team import display_name
 from service.tickets.thread import MessageView, add_message, message_view
 from service.tickets.validation import BODY_MAX
@@ -170,16 +171,33 @@ def send_reply(session: Session, settings: Settings, ticket_id: int, fields: dic
     return Reply(message_view(session, message.id), "queued" if outbox else "none", ticket.state, len(files))
 
 
-def may_acknowledge(session: Session, settings: Settings, ticket: Ticket) -> bool:
-    """Only a ticket handed to an agent, or one that came in by e-mail, and at most
-    MAIL_ACK_PER_ADDRESS_PER_HOUR to one address: nobody can make this server mail a stranger at will."""
+def _owed_acknowledgement(session: Session, ticket: Ticket) -> bool:
+    """Only a ticket handed to an agent, or one that came in by e-mail, with an address, is acknowledged."""
     if not ticket.customer_email:
         return False
     by_email = session.scalar(sa.select(TicketMessage.channel).where(TicketMessage.ticket_id == ticket.id)
                               .order_by(TicketMessage.id).limit(1)) == "email"
-    if not (ticket.state == "open" or by_email):
-        return False
-    return recent_acknowledgements(session, ticket.customer_email) < settings.mail_ack_per_address_per_hour
+    return ticket.state == "open" or by_email
+
+
+def may_acknowledge(session: Session, settings: Settings, ticket: Ticket) -> bool:
+    """An acknowledgement is owed, and at most MAIL_ACK_PER_ADDRESS_PER_HOUR go to one address: nobody can make
+    this server mail a stranger at will."""
+    return _owed_acknowledgement(session, ticket) and \
+        recent_acknowledgements(session, ticket.customer_email) < settings.mail_ack_per_address_per_hour
+
+
+def _escalate_unacknowledged(session: Session, settings: Settings, ticket: Ticket) -> None:
+    """An owed acknowledgement the per-address cap suppressed: the customer hears nothing, so a person must see
+    the ticket (its AI answer was never mailed)."""
+    if ticket.state == "open":
+        return  # already in the agents' queue (and the team was told when it got there)
+    apply_event(session, ticket, "escalated", SYSTEM, first_response_hours=settings.first_response_hours)
+    if ticket.escalated_at is None:
+        ticket.escalated_at, ticket.escalation_reason = sa.func.now(), "acknowledgement_suppressed"
+    ticket.status = "needs_agent"
+    session.flush()
+    notify_unassigned(session, settings, ticket, why="Its acknowledgement was suppressed (too many to one address)")
 
 
 def acknowledge(session: Session, settings: Settings, ticket_id: int, *, answer: str | None,
@@ -191,7 +209,10 @@ def acknowledge(session: Session, settings: Settings, ticket_id: int, *, answer:
     False, and nothing queued, when ``may_acknowledge`` says no (or there is no SMTP).
     """
     ticket = work_ticket(session, ticket_id, lock=True)
+    ticket.ack_pending = False  # decided now, under the row lock: queued, suppressed (and escalated) or not owed
     if not may_acknowledge(session, settings, ticket):
+        if settings.smtp_host and _owed_acknowledgement(session, ticket):
+            _escalate_unacknowledged(session, settings, ticket)
         return False
     parts = [f"We received your question ({ticket.subject!s}). Your ticket reference is T-{ticket.id}.",
              answer or "A support agent will reply to this address.",

@@ -43,9 +43,10 @@ def tickets_create():
     secret, digest = new_ticket_secret()
     ticket_id = answer_ticket(rt, rt.chat, json_body(TICKET_FIELDS), secret_sha256=digest)
     view = get_ticket(db(), ticket_id)
-    if acknowledge(db(), rt.settings, ticket_id,
-                   answer=view.answer if view.status == "answered" else None):
-        db().commit()
+    # Owed with the stored ticket (ack_pending): queued now, or escalated when suppressed; a crash before this
+    # commit leaves it owed, and the recovery sweep completes it.
+    acknowledge(db(), rt.settings, ticket_id, answer=view.answer if view.status == "answered" else None)
+    db().commit()
     shown = view.to_dict() if g.get("identity") is not None else view.to_public_dict()
     response = jsonify({"ticket": shown, "secret": secret})
     response.status_code = 201
