@@ -33,6 +33,8 @@ from service.tickets.validation import BODY_MAX
 from service.validation import ValidationError
 
 REPLY_FIELDS = ("body", "internal", "status", "attachments")
+SUPPRESSED_NOTE = ("No e-mail went to the customer (too many acknowledgements to this address in the last hour), "
+                   "so the AI's answer was never sent: please reply.")
 
 
 @dataclass(frozen=True)
@@ -193,9 +195,8 @@ def _escalate_unacknowledged(session: Session, settings: Settings, ticket: Ticke
     if ticket.state == "open":
         return  # already in the agents' queue (and the team was told when it got there)
     apply_event(session, ticket, "escalated", SYSTEM, first_response_hours=settings.first_response_hours)
-    if ticket.escalated_at is None:
-        ticket.escalated_at, ticket.escalation_reason = sa.func.now(), "acknowledgement_suppressed"
     ticket.status = "needs_agent"
+    add_message(session, ticket.id, "internal_note", SUPPRESSED_NOTE, channel="email")
     session.flush()
     notify_unassigned(session, settings, ticket, why="Its acknowledgement was suppressed (too many to one address)")
 
