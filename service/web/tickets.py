@@ -10,10 +10,9 @@ from service.accounts import user_id_for
 from service.tickets.attachments import attachments_by_message
 from service.tickets.drafts import make_draft
 from service.tickets.idempotency import KeyReused, check_key, claim_key, fingerprint, record_response
-from service.tickets.learning import propose_from_solved_ticket
 from service.tickets.queries import add_feedback, content_gaps, get_ticket
 from service.tickets.secrets import new_ticket_secret
-from service.tickets.similar import ensure_ticket_question
+from service.tickets.solving import solve_ticket
 from service.tickets.states import Actor
 from service.tickets.thread import ticket_thread
 from service.mail.outbox import mail_states
@@ -153,22 +152,8 @@ def tickets_replies(ticket_id: int):
 
 
 def learn_from_solved_ticket(ticket_id: int) -> None:
-    """After the solve is committed: propose an article candidate from the agent's public replies.
-
-    Its own transaction, so a failing embedder or language model is logged and never undoes the reply.
-    """
-    rt = runtime()
-    try:
-        with rt.session() as session:  # a solved ticket is evidence for the next like it (issue 25)
-            ensure_ticket_question(session, rt.embedder, ticket_id)
-    except Exception:  # noqa: BLE001 - the reply is stored; the vector is a by-product
-        log.exception("solved ticket %s: question not stored for similar tickets", ticket_id)
-    try:
-        with rt.session() as session:
-            propose_from_solved_ticket(session, embedder=rt.embedder, settings=rt.settings, chat=rt.chat,
-                                       ticket_id=ticket_id)
-    except Exception:  # noqa: BLE001 - the reply is stored; the candidate is a by-product
-        log.exception("no article candidate for solved ticket %s", ticket_id)
+    """After the solve is committed: the one solved hook (service.tickets.solving)."""
+    solve_ticket(runtime(), ticket_id)
 
 
 @tickets_api.post("/tickets/<int:ticket_id>/assign")

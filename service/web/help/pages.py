@@ -29,6 +29,7 @@ from service.tickets.work import acknowledge
 from service.tickets.queries import TicketNotFound
 from service.tickets.attachments import attachments_by_message
 from service.tickets.secrets import new_ticket_secret
+from service.tickets.solving import solve_ticket
 from service.tickets.validation import BODY_MAX, is_email
 from service.tickets.workflow import answer_ticket
 from service.validation import ValidationError
@@ -213,6 +214,7 @@ def solved(ticket_id: int):
     key = _ticket_access(ticket_id)
     mark_solved(db(), ticket_id, key)
     db().commit()
+    solve_ticket(runtime(), ticket_id)
     return _back_to_ticket(ticket_id, key, "outcome")
 
 
