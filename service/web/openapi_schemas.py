@@ -237,8 +237,8 @@ SCHEMAS: dict[str, Any] = {
         "mode": {"enum": ["llm", "extractive", "none"]}, "id": INTEGER, "grounded": BOOLEAN,
         "notice": nullable(STRING)}, ["draft", "citations", "grounded"]),
     # Issue 25 (agent-work): the composer saved as typed, similar solved tickets.
-    "ComposerSave": obj({"body": {"type": "string", "maxLength": BODY_MAX, "pattern": NO_NUL_PATTERN}}, ["body"],
-                        closed=True),
+    "ComposerSave": obj({"body": {"type": "string", "maxLength": BODY_MAX, "pattern": NO_NUL_PATTERN},
+                         "after_message_id": {"type": "integer", "minimum": 0}}, ["body"], closed=True),
     "ComposerEnvelope": obj({"composer": obj({"body": STRING, "updated_at": nullable(TIMESTAMP)},
                                              ["body", "updated_at"])}, ["composer"]),
     "SimilarTickets": obj({"tickets": {"type": "array", "items": obj({

@@ -7,7 +7,7 @@ import secrets
 from flask import Blueprint, flash, g, redirect, render_template, request, url_for
 
 from service.tickets.canned import FilledCanned, filled_canned
-from service.tickets.composer import load_composer
+from service.tickets.composer import last_reply_id, load_composer
 from service.tickets.drafts import DraftView, latest_draft, make_draft, stored_draft_view
 from service.tickets.idempotency import KEY_MAX, KeyReused, claim_key, fingerprint, record_response
 from service.tickets.states import Actor
@@ -86,7 +86,7 @@ def ticket(ticket_id: int):
                            mail=mail_statuses(db(), ticket_id), composer=text, draft=draft, canned_title=canned_title,
                            canned=replies, has_llm=runtime().chat is not None, me=_me(), restored=restored,
                            similar=similar, min_similar=runtime().settings.similar_ticket_min_similarity,
-                           idempotency_key=secrets.token_urlsafe(16))
+                           idempotency_key=secrets.token_urlsafe(16), last_reply_id=last_reply_id(db(), ticket_id, _me()))
 
 
 @inbox.post("/<int:ticket_id>/assign", endpoint="assign")

@@ -33,7 +33,9 @@
       const body = textarea.value;
       if (body === saved || (saved === null && body === initial)) return;
       try {
-        const data = await send("PUT", composerUrl, { body: body }, keepalive);
+        // after_message_id: a save that arrives after this agent's next reply is refused (409), not restored.
+        const data = await send("PUT", composerUrl,
+                                { body: body, after_message_id: Number(form.dataset.lastReplyId || 0) }, keepalive);
         saved = body;
         const when = data.composer.updated_at ? new Date(data.composer.updated_at).toLocaleTimeString() : "";
         status.textContent = data.composer.body ? "Saved " + when + "." : "";
