@@ -20,6 +20,18 @@ class Transport(Protocol):
         """Send or raise."""
 
 
+class _AcceptedSmtp(smtplib.SMTP):
+    """smtplib's SMTP whose goodbye cannot fail a send: once the server accepted the message (DATA answered 250),
+    an error on QUIT (a server that hangs up, a 4xx) only closes the connection. Raising then would retry a
+    delivered e-mail, and the customer would get it twice."""
+
+    def __exit__(self, *args) -> None:
+        try:
+            super().__exit__(*args)  # QUIT, then close
+        except (smtplib.SMTPException, OSError):
+            self.close()
+
+
 class SmtpTransport:
     """SMTP with the SMTP_* settings (STARTTLS and login when configured)."""
 
@@ -29,7 +41,7 @@ class SmtpTransport:
     def send(self, message: EmailMessage) -> None:
         """Open a connection, send, close."""
         s = self.settings
-        with smtplib.SMTP(s.smtp_host, s.smtp_port, timeout=self.timeout) as smtp:
+        with _AcceptedSmtp(s.smtp_host, s.smtp_port, timeout=self.timeout) as smtp:
             if s.smtp_starttls:
                 smtp.starttls()
             if s.smtp_username:
