@@ -93,3 +93,20 @@ def test_similar_ticket_replies_shown_to_agents_are_scrubbed(seeded, client):
     shown = [t for t in similar if t["ticket_id"] == first]
     assert shown, similar
     assert [leaked(str(t)) for t in shown] == [[]]
+
+
+def test_a_draft_never_carries_another_customers_reply_unscrubbed(seeded, client):
+    question = ("Hi, Maria here. Do you ship parrot food to Mars? My card ending 4242 was charged for shipping.\n"
+                "Maria Lopez")
+    answer = ("Hi Maria,\n\nwe only ship parrot food to addresses on Earth, so I refunded the shipping charge on "
+              "your card ending 4242.\n\nBest,\nAgnes")
+    first = client.post("/api/tickets", json={"subject": "Parrot food to Mars", "body": question,
+                                              "email": "maria@example.com"}).get_json()["ticket"]["id"]
+    solve(client, first, answer)
+    second = client.post("/api/tickets", json={"subject": "Mars delivery",
+                                               "body": "Can you ship parrot food to Mars?",
+                                               "email": "bob@example.com"}).get_json()["ticket"]["id"]
+    draft = client.get(f"/api/tickets/{second}/draft").get_json()
+    assert "only ship parrot food to addresses on Earth" in draft["draft"], draft["draft"]
+    assert f"T-{first}" in draft["draft"]  # marked as coming from that ticket
+    assert leaked(draft["draft"]) == []
