@@ -301,9 +301,9 @@ class Settings:
         "WEB_CONCURRENCY", None, "gunicorn worker processes (`serve --workers`); each runs 4 threads and one "
         "BLAS/torch thread", area=WEB, low=1, default_text="one per core")
     public_url: str | None = text(
-        "SUPPORTRAG_PUBLIC_URL", None, "the help center's address, for links in e-mails and drafts "
-        "(`supportrag mail pipe` has no request: set it)", area=WEB, parse=_public_url,
-        default_text="the request's host")
+        "SUPPORTRAG_PUBLIC_URL", None, "the help center's address, for links in e-mails and drafts (never the "
+        "request's host); required with `SMTP_HOST`", area=WEB, parse=_public_url,
+        default_text="`http://SUPPORTRAG_HOST:PORT`")
     max_request_bytes: int = integer("SUPPORTRAG_MAX_REQUEST_BYTES", 1024 * 1024,
                                      "largest accepted request body (413 above)", area=WEB, low=1)
     secret_key: str | None = text(
