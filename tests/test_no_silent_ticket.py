@@ -133,3 +133,19 @@ def test_kill_9_between_the_commit_and_the_acknowledgement_then_recovery_mails_i
     run_cli("tickets", "recover", "--older-than", "0")  # once only
     with db_engine.begin() as conn:
         assert conn.scalar(sa.select(sa.func.count()).select_from(MailOutbox)) == 1
+
+
+def test_agent_notifications_are_batched_per_address_per_minute(mailing, session):
+    from service.mail.outbox import enqueue_notification
+
+    for n in range(10):
+        enqueue_notification(session, mailing.settings, to_address="agnes@example.com", subject=f"T-{n}",
+                             body=f"ticket {n} needs you")
+    enqueue_notification(session, mailing.settings, to_address="bert@example.com", subject="T-0", body="bert's")
+    rows = outbox_to(mailing, "agnes@example.com")
+    assert len(rows) == 2  # the first at once, the other nine in one e-mail when the minute is up
+    assert rows[0].body == "ticket 0 needs you"
+    assert [f"ticket {n} needs you" in rows[1].body for n in range(1, 10)] == [True] * 9
+    assert rows[1].subject == "9 notifications, the latest: T-9"
+    assert (rows[1].next_attempt_at - rows[0].created_at).total_seconds() == pytest.approx(60, abs=1)
+    assert len(outbox_to(mailing, "bert@example.com")) == 1
