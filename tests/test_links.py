@@ -129,3 +129,19 @@ def test_serve_says_which_mail_paths_are_on_and_where_links_point(settings):
     on = mail_paths(dataclasses.replace(settings, smtp_host="mail.example.com", public_url=PUBLIC,
                                         inbound_email_secret="s"))
     assert "SMTP on (mail.example.com:25)" in on[0] and "inbound webhook on" in on[0] and PUBLIC in on[1]
+
+
+def test_the_customer_can_rate_from_the_signed_link(mailing, app, client):
+    created = client.post("/api/tickets", json={"subject": "Parrot food", "body": HANDED_OFF,
+                                                "email": "maria@example.com"})
+    ticket_id = created.get_json()["ticket"]["id"]
+    client.post(f"/api/tickets/{ticket_id}/replies", json={"body": "Done.", "status": "solved"})
+    path = LINK.search(outbox_bodies(mailing, ticket_id)[-1]).group().removeprefix(PUBLIC)
+    phone = app.test_client()
+    page = phone.get(path).get_data(as_text=True)
+    assert 'id="rating"' in page
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+    token = re.search(r'name="link" value="([^"]+)"', page).group(1)
+    rated = phone.post(f"/help/tickets/{ticket_id}/rate", data={"csrf_token": csrf, "link": token, "rating": "good"})
+    assert rated.status_code == 303 and "link=" in rated.headers["Location"]
+    assert "you rated this good" in phone.get(path).get_data(as_text=True)
