@@ -131,3 +131,16 @@ def test_a_bulk_solve_and_a_customer_solve_learn_like_a_reply(committed):
         solved = set(session.scalars(sa.select(ticket_vectors.c.ticket_id)
                                      .where(ticket_vectors.c.solved_at.is_not(None))))
         assert {by_agent, by_customer} <= solved
+
+
+def test_the_bm25_recount_takes_the_writers_lock_order(committed):
+    with committed.session() as session:
+        body = session.scalar(sa.text("SELECT pg_get_functiondef('bm25_recount()'::regprocedure)"))
+        writer = session.scalar(sa.text("SELECT pg_get_functiondef('bm25_apply(tsvector[], integer[], integer[])'"
+                                        "::regprocedure)"))
+    for function in (body, writer):  # the totals row, then the terms
+        assert function.index("FROM bm25_totals WHERE id = 1 FOR UPDATE") < function.index("bm25_terms")
+    with committed.session() as session:
+        before = session.execute(sa.text("SELECT units, total_length FROM bm25_totals")).one()
+        session.execute(sa.text("SELECT bm25_recount()"))
+        assert session.execute(sa.text("SELECT units, total_length FROM bm25_totals")).one() == before
