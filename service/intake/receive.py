@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import sqlalchemy as sa
@@ -135,9 +135,19 @@ def _already_in_a_thread(session: Session, message_id: str | None) -> bool:
         sa.select(sa.exists().where(TicketMessage.email_message_id == message_id))) is True
 
 
+def without_nul(mail: InboundMail) -> InboundMail:
+    """Its Message-IDs with NUL (which PostgreSQL text refuses) as U+FFFD, as they are stored, before matching:
+    one such byte must not quarantine the message."""
+    def clean(value: str | None) -> str | None:
+        return None if value is None else value.replace("\x00", "\ufffd")
+
+    return replace(mail, message_id=clean(mail.message_id), thread_ids=[clean(t) for t in mail.thread_ids])
+
+
 def decide(session: Session, settings: Settings, row: InboundEmail,
            mail: InboundMail) -> tuple[Outcome, NewTicket | None]:
     """Write the e-mail's outcome (in the caller's transaction, which holds the row's lock)."""
+    mail = without_nul(mail)
     if mail.problem:
         return quarantine(row, mail.problem), None
     if mail.automatic:
