@@ -67,9 +67,13 @@ def tickets_index():
 
 @tickets_api.post("/tickets/<int:ticket_id>/feedback")
 def tickets_feedback(ticket_id: int):
-    """``{helpful, comment?}`` → 201; from an admin, or the submitter sending the ticket's secret in X-Ticket-Secret."""
+    """``{helpful, comment?}`` → 201; from an admin, or the submitter sending the ticket's secret in X-Ticket-Secret.
+
+    An agent is no admin here: the answer's feedback is the customer's to give, so an agent needs the secret too.
+    """
+    identity = g.get("identity")
     feedback = add_feedback(db(), ticket_id, json_body(FEEDBACK_FIELDS), secret=request.headers.get(SECRET_HEADER),
-                            trusted=g.get("identity") is not None)
+                            trusted=identity is not None and identity.role == "admin")
     db().commit()
     return jsonify({"feedback": feedback}), 201
 
