@@ -120,13 +120,13 @@ def enqueue_notification(session: Session, settings: Settings, *, to_address: st
         batch.body = f"{batch.body}{BATCH_SEPARATOR}{body}"
         session.flush()
         return batch
-    last = session.scalar(sa.select(sa.func.max(MailOutbox.created_at)).where(
+    recent = session.execute(sa.select(sa.func.count(), sa.func.max(MailOutbox.created_at)).where(
         _NOTIFICATION, MailOutbox.to_address == to_address,
-        MailOutbox.created_at > sa.func.now() - sa.text(f"interval '{BATCH_SECONDS} seconds'")))
+        MailOutbox.created_at > sa.func.now() - sa.text(f"interval '{BATCH_SECONDS} seconds'"))).one()
     row = MailOutbox(ticket_id=None, to_address=to_address, subject=subject, body=body,
                      message_id=new_message_id(settings))
-    if last is not None:  # one went out this minute: this one opens the batch that goes when the minute is up
-        row.next_attempt_at = last + timedelta(seconds=BATCH_SECONDS)
+    if recent[0] >= BATCH_AFTER:  # a busy minute: this one opens the batch that goes when the minute is up
+        row.next_attempt_at = recent[1] + timedelta(seconds=BATCH_SECONDS)
     session.add(row)
     session.flush()
     return row
@@ -135,7 +135,8 @@ def enqueue_notification(session: Session, settings: Settings, *, to_address: st
 # A notification: to an agent or the team, not about a customer's thread (no ticket, no reply address).
 _NOTIFICATION = sa.and_(MailOutbox.ticket_id.is_(None), MailOutbox.reply_to.is_(None),
                         MailOutbox.auto_submitted.is_(None))
-BATCH_SECONDS = 60  # at most one notification e-mail, then one batch, per address per minute
+BATCH_SECONDS = 60  # a few notifications at once, then one batch, per address per minute
+BATCH_AFTER = 3
 BATCH_SEPARATOR = "\n\n" + "-" * 40 + "\n\n"
 
 
