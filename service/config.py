@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -79,6 +80,31 @@ def _email_address(name: str, raw: str) -> str | None:
     if "@" not in value:
         raise ConfigError(f"{name} must be one e-mail address, got {raw!r}")
     return value or None
+
+
+_HEX_COLOR = re.compile(r"#(?:[0-9a-fA-F]{3}){1,2}")
+
+
+def _brand_color(name: str, raw: str) -> str:
+    """A CSS hex colour (``#0a7`` or ``#00aa77``): it goes into the help center's style sheet as is."""
+    value = raw.strip()
+    if not _HEX_COLOR.fullmatch(value):
+        raise ConfigError(f"{name} must be a hex colour such as #1f6feb, got {raw!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Brand:
+    """What customers see of the product: its name, accent colour and logo (the help center, e-mails, widget)."""
+
+    name: str | None = None  # None: the service's own "supportrag help center"
+    color: str | None = None
+    logo: Path | None = None
+
+    @property
+    def signature(self) -> str | None:
+        """The e-mails' sign-off, ``Tallybook Support``; None without a name."""
+        return f"{self.name} Support" if self.name else None
 
 
 def _public_url(_name: str, raw: str) -> str | None:
@@ -202,6 +228,21 @@ class Settings:
     answer_min_similarity: float = number(
         "ANSWER_MIN_SIMILARITY", 0.30, "answerability gate: below this best cosine similarity a ticket goes to an "
         "agent", area=TICKETS, low=-1.0, high=1.0)
+    answer_gate: str = text(
+        "ANSWER_GATE", "calibrated", "`calibrated`: answer when the calibrated confidence reaches the threshold chosen "
+        "for `ANSWER_TARGET_PRECISION` (and the best cosine reaches `ANSWER_MIN_SIMILARITY`); `floor`: the best "
+        "cosine alone decides (docs/answer-gate.md says what that costs)", area=TICKETS,
+        choices=("calibrated", "floor"))
+    answer_target_precision: float = number(
+        "ANSWER_TARGET_PRECISION", 0.90, "calibrated gate: the precision among answered tickets the threshold is "
+        "chosen for (`supportrag gate calibrate`, the AI answers page)", area=TICKETS,
+        check=lambda value: 0.5 < value < 0.999, rule="between 0.5 and 0.999 (exclusive)")
+    answer_confidence_level: float = number(
+        "ANSWER_CONFIDENCE_LEVEL", 0.90, "calibrated gate: the confidence of the Clopper–Pearson lower bound on "
+        "precision", area=TICKETS, check=lambda value: 0.5 <= value < 1.0, rule="at least 0.5, below 1")
+    review_sample_rate: float = number(
+        "REVIEW_SAMPLE_RATE", 0.10, "share of answered and handed-off tickets drawn, uniformly at random, into the "
+        "workspace's review queue", area=TICKETS, low=0.0, high=1.0)
     llm_api_key: str | None = text(
         "LLM_API_KEY", None, "key of the OpenAI-compatible chat API; with `LLM_BASE_URL` unset too, answers are "
         "extractive", area=TICKETS, secret=True)
@@ -239,12 +280,33 @@ class Settings:
         "PRESENCE_SECONDS", 30, "how long an agent's presence on a ticket (viewing / replying) lasts without a "
         "heartbeat; pages poll every quarter of it", area=TICKETS, low=5, high=3600)
 
+    # Issue 36: how long customer data is kept; the background sweep enforces it in bounded batches.
+    retention_raw_mail_days: int = integer(
+        "RETENTION_RAW_MAIL_DAYS", 30, "received e-mail (raw bytes, kept for a retry) is deleted this many days "
+        "after it arrived, once handled; 0 keeps it for ever", area=TICKETS, low=0)
+    retention_solved_tickets_days: int | None = integer(
+        "RETENTION_SOLVED_TICKETS_DAYS", None, "a solved ticket with no activity for this many days is erased "
+        "(thread, attachments, mail; candidates an admin approved stay); unset keeps solved tickets for ever",
+        area=TICKETS, low=1, default_text="unset (kept for ever)")
+    article_trash_days: int = integer(
+        "ARTICLE_TRASH_DAYS", 30, "a deleted article stays in the trash, restorable with its history, this many "
+        "days; then the background sweep purges it", area=TICKETS, low=1)
+
     # ---- mail
     smtp_host: str | None = text("SMTP_HOST", None, "SMTP server; unset = no e-mail is queued or sent", area=MAIL)
     smtp_port: int = integer("SMTP_PORT", 25, "its port", area=MAIL, low=1, high=65535)
     smtp_username: str | None = text("SMTP_USERNAME", None, "login, when the server needs one", area=MAIL)
     smtp_password: str | None = text("SMTP_PASSWORD", None, "its password", area=MAIL, secret=True)
-    smtp_starttls: bool = flag("SMTP_STARTTLS", False, "STARTTLS before login", area=MAIL)
+    smtp_starttls: bool = flag("SMTP_STARTTLS", False, "STARTTLS before login (kept as an alias of "
+                               "`SMTP_TLS=starttls`)", area=MAIL)
+    smtp_tls: str = text(
+        "SMTP_TLS", "none", "`starttls` (port 587), `implicit` (port 465) or `none`; both TLS modes check the "
+        "certificate and host name, and a failure is a retried failure, never a downgrade", area=MAIL,
+        choices=("starttls", "implicit", "none"),
+        derive=lambda v: "implicit" if v["smtp_port"] == 465 else "starttls" if v["smtp_starttls"] else "none",
+        default_text="`implicit` on port 465, `starttls` with `SMTP_STARTTLS`, else `none`")
+    smtp_ca_file: str | None = text("SMTP_CA_FILE", None, "PEM file of a private CA trusted for SMTP and IMAP "
+                                    "TLS (besides the system's)", area=MAIL)
     mail_from: str = text("MAIL_FROM", "support@localhost", "the `From` of every e-mail (its domain names the "
                           "Message-IDs)", area=MAIL, one_line=True)
     mail_reply_to: str | None = text(
@@ -262,6 +324,12 @@ class Settings:
     mail_ack_per_address_per_hour: int = integer(
         "MAIL_ACK_PER_ADDRESS_PER_HOUR", 3, "acknowledgements to one address per hour (`0`: none at all)",
         area=MAIL, low=0)
+    mail_ack_per_domain_per_hour: int = integer(
+        "MAIL_ACK_PER_DOMAIN_PER_HOUR", 20, "acknowledgements to all the addresses of one domain per hour",
+        area=MAIL, low=0)
+    mail_ack_per_client_per_hour: int = integer(
+        "MAIL_ACK_PER_CLIENT_PER_HOUR", 10, "acknowledgements that anonymous requests from one client address may "
+        "cause per hour (the ticket is still stored)", area=MAIL, low=0)
     reply_attachment_max_bytes: int = integer(
         "REPLY_ATTACHMENT_MAX_BYTES", 5 * 1024 * 1024, "largest file on an agent's reply", area=MAIL, low=1)
     reply_attachments_max_bytes: int = integer(
@@ -335,6 +403,15 @@ class Settings:
     proxy_hops: int = integer(
         "SUPPORTRAG_PROXY_HOPS", 0, "reverse proxies in front of the service; the client address for limits is "
         "then taken from their `X-Forwarded-For`", area=WEB, low=0)
+    brand_name: str | None = text(
+        "SUPPORTRAG_BRAND_NAME", None, "the product's name customers see: the help center's header and title, the "
+        "e-mails' sender name and signature", area=WEB, one_line=True, default_text="unset (\"supportrag help center\")")
+    brand_color: str | None = text(
+        "SUPPORTRAG_BRAND_COLOR", None, "accent colour of the help center (hex, e.g. `#1f6feb`)", area=WEB,
+        parse=_brand_color)
+    brand_logo: Path | None = text(
+        "SUPPORTRAG_BRAND_LOGO", None, "path of a logo image (PNG, JPEG, GIF, WebP or SVG) shown in the help "
+        "center's header", area=WEB, parse=lambda _name, raw: Path(raw).expanduser())
 
     # ---- learning (the knowledge loop)
     importance_window_days: int = integer(
@@ -381,8 +458,15 @@ class Settings:
             raise ConfigError("IMAP_PROCESSED_FOLDER must differ from IMAP_FOLDER")
         if self.reply_attachment_max_bytes > self.reply_attachments_max_bytes:
             raise ConfigError("REPLY_ATTACHMENT_MAX_BYTES must be at most REPLY_ATTACHMENTS_MAX_BYTES")
+        if self.smtp_ca_file and not os.path.isfile(self.smtp_ca_file):
+            raise ConfigError(f"SMTP_CA_FILE {self.smtp_ca_file!r} is not a file (a PEM file of the CA to trust)")
         if self.inbound_attachment_max_bytes > self.inbound_message_attachments_max_bytes:
             raise ConfigError("INBOUND_ATTACHMENT_MAX_BYTES must be at most INBOUND_MESSAGE_ATTACHMENTS_MAX_BYTES")
+
+    @property
+    def brand(self) -> Brand:
+        """The brand customers see (the help center, e-mails and, later, the widget read this one object)."""
+        return Brand(name=self.brand_name, color=self.brand_color, logo=self.brand_logo)
 
     @property
     def model_cache_dir(self) -> Path:

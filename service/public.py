@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from service.knowledge.articles import StoredArticle, add_article
+from service.knowledge.versions import ChangeContext
 from service.retrieval.search import SearchResult, run_search
 from service.runtime import default_runtime
 from service.tickets.queries import get_ticket
@@ -17,7 +18,7 @@ def add_knowledge_article(title: str, content: str, category: str | None = None,
     with runtime.session() as session:
         return add_article(session, runtime.embedder, {
             "title": title, "content": content, "category": category, "importance": importance,
-        })
+        }, change=ChangeContext("python", "python"))
 
 
 def search_articles(query: str, limit: int = 3) -> list[SearchResult]:

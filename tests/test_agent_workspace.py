@@ -4,6 +4,7 @@ solved tickets as evidence, and the rough edges (landing page, admin-only button
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 import sqlalchemy as sa
@@ -25,6 +26,13 @@ VAT = "My invoice shows the wrong VAT number for my company"
 VAT_AGAIN = "The VAT number printed on my company's invoice is wrong"
 VAT_REPLY = ("Hello, I have corrected the VAT number on invoice 44112233 and sent the new PDF to "
              "bo@example.com. Call +44 20 7946 0958 if anything is still wrong. Best regards")
+
+
+@pytest.fixture
+def settings(settings):
+    """The floor gate: a grounded draft here is the runner-up after the answer the customer got, a close call the
+    calibrated gate hands off (its own choices are tested in tests/test_gate_*)."""
+    return replace(settings, answer_gate="floor")
 
 
 def _agent_client(app, runtime, username: str, password: str, display_name: str | None = None):
@@ -135,8 +143,8 @@ def test_with_nothing_above_the_gate_the_draft_cites_nothing_and_says_so(seeded,
     draft = client.get(f"/api/tickets/{ticket_id}/draft").get_json()
     assert draft["grounded"] is False and draft["citations"] == [] and draft["mode"] == "none"
     assert draft["draft"].startswith("Hello,") and "[1]" not in draft["draft"] and "/help/articles/" not in draft["draft"]
-    line = re.search(r"nothing above the answer threshold \(0\.30\): the best match is “(.+?)” at (0\.\d{3})\.",
-                     draft["notice"])
+    line = re.search(r"nothing above the answer threshold \(0\.30\); nearest, below the threshold: "
+                     r"“(.+?)” at (0\.\d{3})\.", draft["notice"])
     assert line and line.group(0) in draft["draft"] and float(line.group(2)) < 0.30
 
 

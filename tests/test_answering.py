@@ -65,7 +65,8 @@ def test_gate_answers_only_when_best_similarity_reaches_the_floor(similarities, 
     assert decision.min_similarity == FLOOR
     assert decision.reason
     assert decision.to_dict() == {"answerable": answerable, "top_similarity": top,
-                                  "min_similarity": FLOOR, "reason": decision.reason}
+                                  "min_similarity": FLOOR, "reason": decision.reason, "confidence": None,
+                                  "threshold": None, "features": None, "calibration": None}
 
 
 def test_gate_reason_names_the_similarity_and_the_floor_when_refusing():

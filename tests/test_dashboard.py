@@ -98,4 +98,4 @@ def test_dashboard_shows_the_counts_the_chart_and_the_gaps_link(admin_client, ou
     assert '<span class="value" id="deflection-rate">25%</span>' in html
     assert "<svg" in html and 'class="bar-solved"' in html
     assert "/api/reports/gaps?days=7" in html and "Reset your password" in html
-    assert 'aria-current="page">Deflection</a>' in html
+    assert 'aria-current="page">Self-service</a>' in html

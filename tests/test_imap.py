@@ -342,3 +342,18 @@ def test_without_dovecot_the_imap_tests_skip_saying_why_and_ci_makes_that_a_fail
         require_dovecot(False, {REQUIRE_VARIABLE: "1"})
     ci = (Path(__file__).resolve().parent.parent / ".ci" / "run").read_text()
     assert f"export {REQUIRE_VARIABLE}=1" in ci and "apt-get install -y dovecot-imapd" in ci
+
+
+def test_a_message_over_inbound_raw_max_bytes_is_read_capped_stored_truncated_and_quarantined(imap, mailbox):
+    imap.settings = dataclasses.replace(imap.settings, inbound_raw_max_bytes=4096)
+    client, folder = mailbox
+    big = build_message("Huge", body="x" * 20_000)
+    client.append(folder, big)
+    after = deliver(mailbox, "Comes in after the big one")
+    report = ImapPoller(imap).run_once()
+    assert (report.fetched, report.failed, report.outcomes) == (2, 0, {"quarantined": 1, "new_ticket": 1})
+    assert set(email_tickets(imap)) == {message_id(after[0])}
+    with imap.session() as session:
+        row = session.execute(sa.text("SELECT size, raw_truncated, length(raw) AS kept, reason FROM inbound_emails "
+                                      "WHERE status = 'quarantined'")).one()
+    assert row.raw_truncated and row.kept == 4096 and row.size >= len(big) and "INBOUND_RAW_MAX_BYTES" in row.reason

@@ -36,9 +36,9 @@ GRAPH = {module_name(path): imports_of(path) for path in SERVICE.rglob("*.py")}
 # the layers above, which take it as an argument.
 LAYERS = (
     ("service.config", "service.config_table"), ("service.links",), ("service.db",), ("service.providers",), ("service.validation",), ("service.knowledge",),
-    ("service.runtime",), ("service.retrieval",),
+    ("service.runtime",), ("service.retrieval",), ("service.gate",),
     # Outbound mail (compose, outbox, worker) is queued by the ticket use cases; the inbound adapters drive them.
-    ("service.mail",), ("service.tickets",), ("service.intake",), ("service.accounts",),
+    ("service.mail",), ("service.tickets",), ("service.intake",), ("service.privacy",), ("service.accounts",),
     ("service.public", "service.rag"), ("service.web",), ("service.cli",), ("service",),
 )
 

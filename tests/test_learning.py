@@ -45,8 +45,10 @@ REFUND_REPEAT = (
 
 @pytest.fixture
 def settings(tmp_path) -> Settings:
-    """No rate limits: one test client asks a dozen questions."""
-    return Settings(data_dir=tmp_path, auto_seed=False, rate_limit_tickets=None, rate_limit_feedback=None)
+    """No rate limits: one test client asks a dozen questions. The floor gate: these close calls between two gift
+    articles are what the learning loop is about, and the calibrated gate (issue 34) would hand them off."""
+    return Settings(data_dir=tmp_path, auto_seed=False, rate_limit_tickets=None, rate_limit_feedback=None,
+                    answer_gate="floor")
 
 
 def _add(client, fields: dict) -> int:

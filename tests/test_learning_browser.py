@@ -3,6 +3,8 @@ candidate after editing it, and apply an importance proposal. Screenshots as in 
 
 from __future__ import annotations
 
+import re
+
 from typing import Any, Iterator
 
 import pytest
@@ -100,7 +102,7 @@ def test_admin_recounts_outcomes_and_applies_a_proposal_after_seeing_the_evidenc
     log_in(page, base_url)
     page.get_by_role("link", name="Importance").click()
     page.get_by_role("button", name="Recount outcomes").click()
-    page.get_by_text("Recounted: 2 proposals pending.").wait_for()
+    page.get_by_text(re.compile(r"Recounted the last 30 days: \d+ articles? with outcomes, 2 proposals pending")).wait_for()
     proposal = page.locator("section.proposal", has_text="How to request a refund")
     assert "1.00 → 1.25" in proposal.locator("h2").text_content()
     assert "5 solved, 0 escalated, 0 not helpful" in proposal.text_content()

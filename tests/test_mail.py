@@ -184,7 +184,8 @@ def test_a_forged_signature_gets_401_and_creates_nothing(mailing, anonymous_clie
 
 
 def test_a_message_over_the_size_limit_gets_413(mailing, app, anonymous_client):
-    raw = _email(body="x" * (app.config["MAX_CONTENT_LENGTH"] + 10))
+    mailing.settings = dataclasses.replace(mailing.settings, inbound_raw_max_bytes=64 * 1024)
+    raw = _email(body="x" * (mailing.settings.inbound_raw_max_bytes + 10))
     assert_error(_post(anonymous_client, raw), 413, "request_entity_too_large")
 
 

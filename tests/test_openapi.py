@@ -47,7 +47,7 @@ def test_the_description_is_a_valid_openapi_document(anonymous_client):
 
 
 @pytest.mark.parametrize("schema_name, accepted", [
-    ("ArticleCreate", ARTICLE_FIELDS), ("ArticleUpdate", ARTICLE_FIELDS), ("SearchRequest", SEARCH_FIELDS),
+    ("ArticleCreate", ARTICLE_FIELDS), ("ArticleUpdate", (*ARTICLE_FIELDS, "version")), ("SearchRequest", SEARCH_FIELDS),
     ("TicketCreate", TICKET_FIELDS), ("FeedbackCreate", FEEDBACK_FIELDS),
     ("PreviewRequest", ("query", "limit", "article_id")),
     ("CandidateApprove", EDIT_FIELDS), ("CandidateMerge", ("content",)),

@@ -33,7 +33,8 @@ def remote(runtime, fake_openai, chat_server) -> Iterator[Any]:
         runtime.settings, embedding_provider="openai", embedding_model="text-embedding-3-small",
         embedding_base_url=fake_openai.base_url, embedding_api_key="k", embedding_max_retries=0,
         embedding_timeout=0.5, llm_base_url=chat_server.base_url, llm_api_key="k", llm_max_retries=0,
-        llm_timeout=0.5, answer_min_similarity=-1.0)  # the fake's vectors are random: let the gate pass
+        llm_timeout=0.5, answer_min_similarity=-1.0,  # the fake's vectors are random: let the gate pass
+        answer_gate="floor")  # (no calibrated confidence means anything over random vectors)
     runtime._embedder = OpenAIEmbedder(runtime.settings)
     runtime.chat = OpenAIChatModel(runtime.settings)
     assert runtime.seed() == 5

@@ -4,7 +4,7 @@ recount takes the writers' lock order (the totals row first, then the terms), so
 cannot deadlock.
 
 Revision ID: 0028
-Revises: 0026
+Revises: 0033
 Create Date: 2026-12-06
 """
 
@@ -13,7 +13,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0028"
-down_revision = "0026"
+down_revision = "0033"
 branch_labels = None
 depends_on = None
 

@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from service.cli.context import connect
 from service.knowledge.articles import add_article, count_needing_embedding, knowledge_stats, reembed_batch
+from service.knowledge.versions import ChangeContext
 from service.knowledge.importer import import_path
 from service.retrieval.evaluation import evaluate_settings, load_eval_set
 from service.retrieval.search import run_search
@@ -54,7 +55,7 @@ def add(title: str, content: str | None, file_, category: str | None, importance
         article = add_article(session, runtime.embedder, {
             "title": title, "content": content if content is not None else file_.read(),
             "category": category, "importance": importance,
-        })
+        }, change=ChangeContext("cli", "cli"))
     click.echo(f"added article {article.id} ({article.embedding_status})")
     if article.embedding_error:
         click.echo(f"embedding pending: {article.embedding_error}; run 'supportrag reembed' later", err=True)
@@ -146,10 +147,20 @@ def reembed(batch_size: int) -> None:
 @click.option("--granularity", type=click.Choice(["section", "article"]), help="Override RETRIEVAL_GRANULARITY.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object (one per mode, keyed by mode, if several).")
+@click.option("--answerability", type=float, metavar="FRACTION",
+              help="Hold back this fraction of the articles and measure the answer gate instead (issue 34).")
+@click.option("--seed", type=int, default=0, show_default=True, help="With --answerability: the hold-back seed.")
+@click.option("--attempts-out", type=click.Path(dir_okay=False, path_type=Path),
+              help="With --answerability: save every attempt's features and label (for `gate fit-default`).")
 def eval_command(corpus: Path, queries: Path, qrels: Path, modes: tuple[str, ...], fusion: str | None,
-                 vector_weight: float | None, granularity: str | None, as_json: bool) -> None:
+                 vector_weight: float | None, granularity: str | None, as_json: bool,
+                 answerability: float | None, seed: int, attempts_out: Path | None) -> None:
     """Measure search on CORPUS.jsonl / QUERIES.jsonl / QRELS.tsv in a throwaway schema."""
     eval_set = load_eval_set(corpus, queries, qrels)
+    if answerability is not None:
+        from service.cli.gate import run_answerability  # here: scikit-learn only for this variant
+        run_answerability(eval_set, answerability, seed, attempts_out=attempts_out, as_json=as_json)
+        return
     runtime = connect(seed=False)
     base = runtime.retrieval
     if fusion:

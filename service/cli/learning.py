@@ -11,6 +11,7 @@ import click
 from service.cli.context import connect
 from service.db.models import CANDIDATE_STATUSES, PROPOSAL_STATUSES
 from service.knowledge.articles import ArticleNotFound, update_article
+from service.knowledge.versions import ChangeContext
 from service.knowledge.audit import ImportanceCause, importance_history
 from service.knowledge.candidates import (
     CandidateConflict,
@@ -160,7 +161,7 @@ def importance_set(article_id: int, value: float) -> None:
     runtime = connect()
     with _refusals(), runtime.session() as session:
         article = update_article(session, runtime.embedder, article_id, {"importance": value},
-                                 cause=ImportanceCause("cli", ACTOR))
+                                 cause=ImportanceCause("cli", ACTOR), change=ChangeContext(ACTOR, "cli"))
     click.echo(f"article {article.id} importance {article.importance:g}")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import BinaryIO
 from datetime import timezone
 
 import click
@@ -30,6 +31,16 @@ def _ticket_link(settings: Settings):
     return lambda ticket_id, _secret: ticket_link(settings, ticket_id)
 
 
+def read_capped(stream: BinaryIO, cap: int) -> tuple[bytes, int]:
+    """The first ``cap + 1`` bytes (enough to know the message is over the cap) and the whole size; the rest is
+    read and dropped, so memory stays bounded and the mail server sees its message taken."""
+    raw = stream.read(cap + 1)
+    size = len(raw)
+    while chunk := stream.read(1024 * 1024):
+        size += len(chunk)
+    return raw, size
+
+
 @mail.command("pipe")
 def pipe() -> None:
     """Read one RFC 5322 message on stdin (Postfix/Exim "deliver to a command"); print what was done as JSON.
@@ -38,15 +49,18 @@ def pipe() -> None:
     mail server keeps the message and retries) when the database is unavailable. Delivering the same message
     again is harmless: it is stored and handled once.
     """
-    raw = sys.stdin.buffer.read()
     try:
         runtime = connect(seed=False)
-        outcome = receive_email(runtime, raw, ticket_link=_ticket_link(runtime.settings))
+        raw, size = read_capped(sys.stdin.buffer, runtime.settings.inbound_raw_max_bytes)
+        outcome = receive_email(runtime, raw, ticket_link=_ticket_link(runtime.settings), size=size)
     except (SQLAlchemyError, OSError) as exc:
         click.echo(f"database unavailable, try again later: {type(exc).__name__}", err=True)
         sys.exit(EX_TEMPFAIL)
     except ConfigError as exc:
         click.echo(f"configuration error, fix it and the mail server's retry will deliver: {exc}", err=True)
+        sys.exit(EX_TEMPFAIL)
+    except Exception as exc:  # noqa: BLE001 - never exit 1 (the mail server would bounce it): it keeps it instead
+        click.echo(f"could not take the message, the mail server will retry: {type(exc).__name__}: {exc}", err=True)
         sys.exit(EX_TEMPFAIL)
     click.echo(json.dumps(outcome.to_dict()))
 

@@ -24,6 +24,8 @@ LAZY_COMMANDS = {
     "synonyms": "service.cli.synonyms:synonyms", "mail": "service.cli.mail:mail",
     "candidates": "service.cli.learning:candidates", "importance": "service.cli.learning:importance",
     "model": "service.cli.model:model", "config": "service.cli.settings:config_command",
+    "gate": "service.cli.gate:gate",
+    "customer": "service.cli.privacy:customer",
 }
 
 

@@ -25,6 +25,7 @@ from service.config import Settings
 from service.db.models import ImapFolder
 from service.intake.receive import receive_email
 from service.links import ticket_link
+from service.mail.transport import tls_context
 from service.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -77,10 +78,12 @@ def ticket_link_for(settings: Settings) -> Callable[[int, str], str]:
 def connect_mailbox(settings: Settings, *, timeout: float = TIMEOUT_SECONDS) -> IMAPClient:
     """Log in: implicit TLS on port 993, STARTTLS on another port, plain only with IMAP_TLS off."""
     implicit = settings.imap_tls and settings.imap_port == IMPLICIT_TLS_PORT
-    client = IMAPClient(settings.imap_host, port=settings.imap_port, ssl=implicit, timeout=timeout)
+    context = tls_context(settings)  # certificate and host name checked; SMTP_CA_FILE for a private CA
+    client = IMAPClient(settings.imap_host, port=settings.imap_port, ssl=implicit, ssl_context=context,
+                        timeout=timeout)
     try:
         if settings.imap_tls and not implicit:
-            client.starttls()  # the default context verifies the certificate and the host name
+            client.starttls(context)
         client.login(settings.imap_username, settings.imap_password or "")
     except BaseException:
         close_mailbox(client)
@@ -173,10 +176,13 @@ def _move_leftovers(client: IMAPClient, last_uid: int, processed_folder: str) ->
     file_away(client, left, processed_folder)
 
 
-def _read(client: IMAPClient, uid: int) -> bytes | None:
-    """The raw message, without setting \\Seen; None when it was expunged meanwhile."""
-    data = client.fetch([uid], ["BODY.PEEK[]"]).get(uid) or {}
-    return data.get(b"BODY[]")
+def _read(client: IMAPClient, uid: int, cap: int) -> tuple[bytes | None, int]:
+    """The raw message (its first ``cap + 1`` bytes at most) and its whole size, without setting \\Seen; None when
+    it was expunged meanwhile."""
+    data = client.fetch([uid], ["RFC822.SIZE", f"BODY.PEEK[]<0.{cap + 1}>"]).get(uid) or {}
+    raw = next((value for key, value in data.items() if key.startswith(b"BODY[]")), None)
+    over = raw is not None and len(raw) > cap  # only then is the server's size needed (it may count differently)
+    return raw, int(data.get(b"RFC822.SIZE") or 0) if over else len(raw or b"")
 
 
 def _flag_failed(client: IMAPClient, uid: int) -> None:
@@ -191,12 +197,12 @@ def take_message(runtime: Runtime, client: IMAPClient, *, account: str, place: F
     """Store one message through the intake, record it, file it away; its outcome, None to retry it later."""
     settings = runtime.settings
     where = {"account": account, "folder": settings.imap_folder, "uidvalidity": place.uidvalidity, "uid": uid}
-    raw = _read(client, uid)
+    raw, size = _read(client, uid, settings.inbound_raw_max_bytes)
     if raw is None:
         record_taken(runtime, **where)
         return "gone"
     try:
-        outcome = receive_email(runtime, raw, ticket_link=ticket_link_for(settings))
+        outcome = receive_email(runtime, raw, ticket_link=ticket_link_for(settings), size=size)
     except DATABASE_OUTAGES:
         raise
     except Exception as exc:  # this message's fault: the others must still come in

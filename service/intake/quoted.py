@@ -51,9 +51,14 @@ def _without_trailing_rules(text: str) -> str:
         text = head.rstrip()
 
 
-def strip_quoted(text: str) -> str:
-    """The new text of a reply: quoted history and the "On … wrote:" line removed (all of it if nothing is left)."""
+def split_quoted(text: str) -> tuple[str, str]:
+    """(the new text of a reply, the quoted history cut from it); the history is "" when nothing was cut."""
     text = text.replace("\r\n", "\n")
     start = quote_start(text)
-    cut = _without_trailing_rules(text[:start]) if start is not None else ""
-    return cut.strip() or text.strip()
+    cut = _without_trailing_rules(text[:start]).strip() if start is not None else ""
+    return (cut, text[start:].strip()) if cut else (text.strip(), "")
+
+
+def strip_quoted(text: str) -> str:
+    """The new text of a reply: quoted history and the "On … wrote:" line removed (all of it if nothing is left)."""
+    return split_quoted(text)[0]

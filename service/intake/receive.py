@@ -11,17 +11,20 @@ import logging
 import re
 import time
 from dataclasses import dataclass, replace
+from email.utils import parseaddr
 from typing import Callable
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from service.config import Settings
+from service.db.locks import lock_customer_address
 from service.db.models import InboundEmail, Ticket, TicketMessage
 from service.intake.match import Match, match_ticket
 from service.intake.parse import Attachment, InboundMail, parse_email
-from service.intake.quoted import strip_quoted
-from service.intake.store import set_outcome, store_inbound
+from service.intake.quoted import split_quoted, strip_quoted
+from service.intake.store import MAX_ATTEMPTS, set_outcome, store_inbound
+from service.mail.compose import token_from_address
 from service.runtime import Runtime
 from service.tickets.attachments import add_attachment
 from service.tickets.queries import get_ticket
@@ -29,7 +32,7 @@ from service.tickets.secrets import new_ticket_secret
 from service.tickets.notifications import notify_customer_reply
 from service.tickets.states import CUSTOMER, apply_event
 from service.tickets.thread import add_message
-from service.tickets.validation import BODY_MAX, SUBJECT_MAX, ValidationError, clean_ticket_fields, is_email
+from service.tickets.validation import BODY_MAX, EMAIL_MAX, SUBJECT_MAX, ValidationError, clean_ticket_fields
 from service.tickets.work import acknowledge
 from service.tickets.workflow import finish_ticket
 
@@ -82,12 +85,16 @@ def kept_attachments(attachments: list[Attachment], settings: Settings) -> tuple
     return kept, notes
 
 
-def message_body(mail: InboundMail, kept: list[Attachment], notes: list[str]) -> str:
-    """The new text of the e-mail (quoted history cut), with a line for attachment-only mail and any file left out."""
-    text = strip_quoted(mail.text)[:BODY_MAX]
+def message_body(mail: InboundMail, kept: list[Attachment], notes: list[str], *, follow_up: bool = False) -> str:
+    """The text of the e-mail, with a line for attachment-only mail and any file left out.
+
+    Quoted history is cut only from a follow-up matched to a ticket (the history is already in its thread): in a
+    new ticket, a forwarded invoice or a "De:" line is the customer's question, not history.
+    """
+    text = (strip_quoted(mail.text) if follow_up else mail.text.replace("\r\n", "\n").strip())[:BODY_MAX]
     if not text and kept:
         text = "(attachments only: " + ", ".join(a.filename for a in kept) + ")"
-    return "\n\n".join(part for part in (text, *notes) if part)[:BODY_MAX]
+    return "\n\n".join(part for part in (text, *mail.notes, *notes) if part)[:BODY_MAX]
 
 
 def _add_files(session: Session, message_id: int, kept: list[Attachment]) -> None:
@@ -111,7 +118,9 @@ def _follow_up(session: Session, settings: Settings, row: InboundEmail, mail: In
 def _new_ticket(session: Session, row: InboundEmail, mail: InboundMail, match: Match, body: str,
                 kept: list[Attachment]) -> tuple[Outcome, NewTicket]:
     subject = _SUBJECT_PREFIX.sub("", mail.subject).strip() or body.splitlines()[0]
-    cleaned = clean_ticket_fields({"subject": subject[:SUBJECT_MAX], "body": body, "email": mail.reply_address})
+    cleaned = clean_ticket_fields({"subject": subject[:SUBJECT_MAX], "body": body})
+    # The one From mailbox (SMTPUTF8 local parts included), never a Reply-To: automatic mail goes nowhere else.
+    cleaned["customer_email"] = mail.sender if mail.sender and len(mail.sender) <= EMAIL_MAX else None
     secret, digest = new_ticket_secret()
     ticket = Ticket(**cleaned, status="received", secret_sha256=digest, ack_pending=True)  # owed with the ticket
     session.add(ticket)
@@ -120,6 +129,11 @@ def _new_ticket(session: Session, row: InboundEmail, mail: InboundMail, match: M
                           email_message_id=mail.message_id)
     _add_files(session, message.id, kept)
     reason = ""
+    if cleaned["customer_email"] is None:
+        reason = "unknown sender: From is not exactly one mailbox"
+        add_message(session, ticket.id, "internal_note", f"Unknown sender: the From header ({mail.raw_from!r}) "
+                    "does not name exactly one mailbox, so this e-mail joins no thread and nobody is mailed. "
+                    "The raw message is on /admin/mail.", channel="email")
     if match.ticket_id is not None:  # it named another customer's ticket: linked, never added to it
         reason = f"sender does not match T-{match.ticket_id}"
         add_message(session, ticket.id, "internal_note", f"Sender does not match T-{match.ticket_id}: this e-mail "
@@ -150,26 +164,43 @@ def decide(session: Session, settings: Settings, row: InboundEmail,
     mail = without_nul(mail)
     if mail.problem:
         return quarantine(row, mail.problem), None
-    if mail.automatic:
-        set_outcome(row, "ignored", reason=mail.automatic)
-        return Outcome("ignored", reason=mail.automatic), None
+    automatic = mail.automatic or _our_loop(settings, mail)
+    if automatic:
+        set_outcome(row, "ignored", reason=automatic)
+        return Outcome("ignored", reason=automatic), None
     if _already_in_a_thread(session, mail.message_id):
         set_outcome(row, "duplicate", reason=f"{mail.message_id} is already in a thread")
         return Outcome("duplicate", reason=f"{mail.message_id} was already received"), None
     kept, notes = kept_attachments(mail.attachments, settings)
-    body = message_body(mail, kept, notes)
-    if not body:
+    if not message_body(mail, kept, notes):
         return quarantine(row, "no text and no attachment"), None
+    lock_customer_address(session, mail.reply_address)  # an erasure of this sender waits, or is waited for
     match = match_ticket(session, settings, mail)
     if match.follow_up:
+        body = message_body(mail, kept, notes, follow_up=True)
+        history = split_quoted(mail.text)[1]
+        if history:  # kept, as a file agents open when they need it (collapsed, out of the thread's way)
+            kept = [*kept, Attachment("quoted-history.txt", "text/plain", history.encode("utf-8"))]
         return _follow_up(session, settings, row, mail, match, body, kept), None
-    if not is_email(mail.reply_address or ""):
-        return quarantine(row, "no sender address to reply to"), None
+    body = message_body(mail, kept, notes)
     try:
         with session.begin_nested():
             return _new_ticket(session, row, mail, match, body, kept)
     except ValidationError as exc:
         return quarantine(row, f"not a valid ticket: {exc.details or exc}"), None
+
+
+def _our_loop(settings: Settings, mail: InboundMail) -> str | None:
+    """"X-Loop: <our address>": a message we sent (or a loop through a forwarder) came back."""
+    ours = {address.casefold() for address in (_address_of(settings.mail_from), _address_of(settings.mail_reply_to))
+            if address}
+    looped = [address for address in mail.loop_addresses if address.casefold() in ours
+              or token_from_address(settings, address)]
+    return f"X-Loop: {looped[0]} (our own address)" if looped else None
+
+
+def _address_of(value: str | None) -> str:
+    return parseaddr(value or "")[1].replace("{token}", "")
 
 
 def quarantine(row: InboundEmail, reason: str) -> Outcome:
@@ -178,21 +209,42 @@ def quarantine(row: InboundEmail, reason: str) -> Outcome:
     return Outcome("quarantined", reason=reason)
 
 
+def _begin_attempt(runtime: Runtime, inbound_id: int) -> Outcome | None:
+    """Count this attempt and commit it before any parsing, so a message that kills its worker is given up on after
+    MAX_ATTEMPTS (quarantined, never parsed again by killing another); an outcome when there is nothing to parse."""
+    with runtime.session() as session:
+        row = session.get(InboundEmail, inbound_id, with_for_update=True, populate_existing=True)
+        if row.status != "received":
+            return Outcome("duplicate", row.ticket_id, f"already received (e-mail #{row.id}: {row.status})")
+        if row.raw_truncated:  # never parse half a message
+            return quarantine(row, f"larger than INBOUND_RAW_MAX_BYTES ({row.size} bytes): stored truncated")
+        if row.attempts >= MAX_ATTEMPTS:
+            return quarantine(row, f"gave up after {row.attempts} attempts that did not finish (a worker was killed "
+                                   "or timed out while reading it)")
+        row.attempts += 1
+    return None
+
+
 def _record(runtime: Runtime, inbound_id: int, raw: bytes | None) -> tuple[Outcome, NewTicket | None]:
-    """Lock the stored row, and write its outcome unless another delivery already did."""
+    """Parse the stored message, then lock its row and write its outcome unless another delivery already did."""
+    stopped = _begin_attempt(runtime, inbound_id)
+    if stopped is not None:
+        return stopped, None
+    if raw is None:
+        with runtime.session() as session:
+            raw = session.scalar(sa.select(InboundEmail.raw).where(InboundEmail.id == inbound_id))
+    mail = parse_email(raw)
     with runtime.session() as session:
         row = session.get(InboundEmail, inbound_id, with_for_update=True, populate_existing=True)
         if row.status != "received":
             return Outcome("duplicate", row.ticket_id, f"already received (e-mail #{row.id}: {row.status})"), None
-        row.attempts += 1
-        return decide(session, runtime.settings, row, parse_email(raw if raw is not None else row.raw))
+        return decide(session, runtime.settings, row, mail)
 
 
 def _quarantine_after_error(runtime: Runtime, inbound_id: int, exc: Exception) -> Outcome:
     log.exception("inbound e-mail #%s could not be handled; quarantined", inbound_id)
     with runtime.session() as session:
         row = session.get(InboundEmail, inbound_id, with_for_update=True, populate_existing=True)
-        row.attempts += 1
         return quarantine(row, f"internal error: {type(exc).__name__}: {exc}")
 
 
@@ -224,7 +276,7 @@ def _acknowledge(runtime: Runtime, new: NewTicket, ticket_link: TicketLink) -> N
         log.exception("no acknowledgement for e-mail ticket %s", new.ticket_id)
 
 
-def receive_email(runtime: Runtime, raw: bytes, *, ticket_link: TicketLink) -> Outcome:
+def receive_email(runtime: Runtime, raw: bytes, *, ticket_link: TicketLink, size: int | None = None) -> Outcome:
     """Store one e-mail, then handle it (idempotent: the same message again is a ``duplicate``).
 
     ``ticket_link(ticket_id, secret)`` is the customer's page of a new ticket, for the acknowledgement. Raises
@@ -232,7 +284,7 @@ def receive_email(runtime: Runtime, raw: bytes, *, ticket_link: TicketLink) -> O
     message, was stored: deliver it again later); anything else ends as an outcome.
     """
     with runtime.session() as session:
-        stored = store_inbound(session, raw, raw_max_bytes=runtime.settings.inbound_raw_max_bytes)
+        stored = store_inbound(session, raw, raw_max_bytes=runtime.settings.inbound_raw_max_bytes, size=size)
     if stored.status != "received":
         return Outcome("duplicate", stored.ticket_id, f"already received (e-mail #{stored.id}: {stored.status})")
     return handle_stored(runtime, stored.id, ticket_link=ticket_link, raw=raw)

@@ -13,9 +13,12 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from service.db.models import InboundEmail
-from service.intake.parse import addresses, header_text, message_id_of, read_headers
+from service.intake.headers import addresses, header_text, raw_headers
+from service.intake.parse import message_id_of, read_headers
+from service.intake.senders import strict_mailbox
 
 REASON_MAX_CHARS = 500
+MAX_ATTEMPTS = 3  # a message whose handling never finished (a killed worker) is quarantined on the next try
 OPEN_STATUSES = ("received", "quarantined")
 
 
@@ -56,19 +59,32 @@ def _storable(text: str | None) -> str | None:
 
 def inbound_key(raw: bytes) -> str:
     """The key a stored copy of ``raw`` is found by (its Message-ID, else its content hash)."""
-    return dedupe_key(_storable(message_id_of(read_headers(raw))), hashlib.sha256(raw).hexdigest())
+    return dedupe_key(_header_fields(raw)[0], hashlib.sha256(raw).hexdigest())
 
 
-def store_inbound(session: Session, raw: bytes, *, raw_max_bytes: int) -> Stored:
-    """Store ``raw`` once (in the caller's transaction); a copy already stored comes back with ``new`` False."""
+def _header_fields(raw: bytes) -> tuple[str | None, dict]:
+    """The Message-ID, and the sender, subject and Cc shown on /admin/mail: never raises, so the bytes are always
+    stored (whatever a header holds, the quarantine shows the message instead of losing it)."""
+    try:
+        headers = read_headers(raw)
+        return _storable(message_id_of(headers)), dict(
+            sender=_storable(strict_mailbox(raw_headers(headers, "From"))),  # None unless exactly one mailbox
+            subject=_storable(header_text(headers, "Subject")[:300]),
+            cc=[_storable(address) for address in addresses(headers, "Cc")[:50]])
+    except Exception:  # noqa: BLE001 - storing comes first; parse_email says what was wrong
+        return None, dict(sender=None, subject=None, cc=[])
+
+
+def store_inbound(session: Session, raw: bytes, *, raw_max_bytes: int, size: int | None = None) -> Stored:
+    """Store ``raw`` once (in the caller's transaction); a copy already stored comes back with ``new`` False.
+
+    ``size``: the whole message's, when only its first bytes were read (a capped pipe or IMAP read).
+    """
     digest = hashlib.sha256(raw).hexdigest()
-    headers = read_headers(raw)
-    message_id = _storable(message_id_of(headers))
-    values = dict(dedupe_key=dedupe_key(message_id, digest), message_id=message_id, sha256=digest, size=len(raw),
-                  raw=raw[:raw_max_bytes], raw_truncated=len(raw) > raw_max_bytes,
-                  sender=_storable((addresses(headers, "From") or [None])[0]),
-                  subject=_storable(header_text(headers, "Subject")[:300]),
-                  cc=[_storable(address) for address in addresses(headers, "Cc")[:50]])
+    message_id, fields = _header_fields(raw)
+    size = max(size or 0, len(raw))
+    values = dict(dedupe_key=dedupe_key(message_id, digest), message_id=message_id, sha256=digest, size=size,
+                  raw=raw[:raw_max_bytes], raw_truncated=size > raw_max_bytes, **fields)
     stored = _insert_once(session, values)
     if stored.new or message_id is None or stored.sha256 == digest:
         return stored.stored
@@ -112,6 +128,14 @@ def open_inbound(session: Session, *, limit: int = 100) -> list[InboundView]:
                         r.ticket_id) for r in rows]
 
 
+def automatic_inbound(session: Session, *, limit: int = 20) -> list[InboundView]:
+    """The latest automatic e-mails (auto-replies, bounces, lists): stored and shown, never answered."""
+    rows = session.scalars(sa.select(InboundEmail).where(InboundEmail.status == "ignored")
+                           .order_by(InboundEmail.id.desc()).limit(limit)).all()
+    return [InboundView(r.id, r.received_at, r.sender, r.subject, r.status, r.reason, r.attempts, r.size,
+                        r.ticket_id) for r in rows]
+
+
 def inbound_counts(session: Session) -> dict[str, int]:
     """How many stored e-mails are in each status."""
     rows = session.execute(sa.select(InboundEmail.status, sa.func.count()).group_by(InboundEmail.status)).all()
@@ -132,3 +156,4 @@ def reopen_inbound(session: Session, inbound_id: int) -> None:
     if row is None or row.status not in OPEN_STATUSES:
         raise LookupError(f"no quarantined e-mail {inbound_id}")
     row.status = "received"
+    row.attempts = min(row.attempts, MAX_ATTEMPTS - 1)  # an admin's Retry is one more attempt, not a fresh count

@@ -9,12 +9,16 @@ from datetime import datetime
 from typing import Any, Callable
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from service.db.models import Article, ArticleSection
+from service.db.statistics import ANALYZE_BASE_ROWS, refresh_statistics
 from service.knowledge.audit import ImportanceCause, record_importance_change
 from service.knowledge.indexing import IndexInput, index_articles, write_batch
 from service.knowledge.pipeline import embed_ahead
+from service.knowledge.versions import ChangeContext, VersionConflict, get_version, set_change_context, \
+    version_fields
 from service.providers.embeddings import Embedder, EmbeddingError
 from service.validation import clean_article_fields
 
@@ -56,6 +60,7 @@ class StoredArticle:
     embedding_model: str | None
     embedding_status: str  # "embedded" | "pending" | "stale"
     embedding_error: str | None = None
+    version: int = 1  # the newest version's number (service.knowledge.versions): send it back to edit
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (ISO timestamps)."""
@@ -85,7 +90,7 @@ def _to_stored(article: Article, has_embedding: bool, active_model: str,
         importance=article.importance, created_at=article.created_at, updated_at=article.updated_at,
         embedding_model=article.embedding_model,
         embedding_status=embedding_status(has_embedding, article.embedding_model, active_model),
-        embedding_error=error,
+        embedding_error=error, version=article.version,
     )
 
 
@@ -95,16 +100,21 @@ def _index(session: Session, article: Article, embedder: Embedder) -> str | None
 
 
 def add_article(session: Session, embedder: Embedder, fields: dict[str, Any], *,
-                source: ArticleSource | None = None) -> StoredArticle:
-    """Validate, embed and insert an article; an embedder failure stores it as pending."""
+                source: ArticleSource | None = None, change: ChangeContext | None = None) -> StoredArticle:
+    """Validate, embed and insert an article; an embedder failure stores it as pending.
+
+    Its first version is written by the database, with ``change``'s author and source.
+    """
     cleaned = clean_article_fields(fields)
+    if change is not None:
+        set_change_context(session, change)
     article = Article(**cleaned)
     if source is not None:
         article.source_path, article.source_sha256 = source.path, source.sha256
     session.add(article)
     session.flush()
     error = _index(session, article, embedder)
-    session.refresh(article, ["created_at", "updated_at"])
+    session.refresh(article, ["created_at", "updated_at", "version", "category"])  # category: the stored spelling (0032)
     return _to_stored(article, article.content_sha256 is not None and error is None, embedder.model_name, error)
 
 
@@ -121,16 +131,23 @@ def get_article(session: Session, article_id: int, active_model: str) -> StoredA
 
 def update_article(session: Session, embedder: Embedder, article_id: int,
                    fields: dict[str, Any], *, source: ArticleSource | None = None,
-                   cause: ImportanceCause | None = None) -> StoredArticle:
+                   cause: ImportanceCause | None = None, change: ChangeContext | None = None,
+                   expected_version: int | None = None) -> StoredArticle:
     """Apply a partial change; text that changed (by hash) is re-embedded, importance alone is not.
 
-    A change of importance is written to the audit log with ``cause`` (default: the API, no actor).
+    A change of importance is written to the audit log with ``cause`` (default: the API, no actor); any change
+    makes a version with ``change``'s author and source. ``expected_version`` is the optimistic lock: the version
+    the editor started from, else VersionConflict (nothing is written).
     """
     _check_id(article_id)
     cleaned = clean_article_fields(fields, partial=True)
-    article = session.get(Article, article_id, with_for_update=True)
+    article = session.get(Article, article_id, with_for_update=True, populate_existing=True)
     if article is None:
         raise ArticleNotFound(article_id)
+    if expected_version is not None and article.version != expected_version:
+        raise VersionConflict(article_id, expected_version, article.version)
+    if change is not None:
+        set_change_context(session, change)
     if "importance" in cleaned:
         record_importance_change(session, article_id, article.importance, cleaned["importance"],
                                  cause or ImportanceCause())
@@ -146,15 +163,28 @@ def update_article(session: Session, embedder: Embedder, article_id: int,
     if cleaned:
         article.updated_at = sa.func.clock_timestamp()  # now() is the transaction's start
     session.flush()
-    session.refresh(article, ["updated_at"])
+    session.refresh(article, ["updated_at", "version", "category"])  # category: the stored spelling (0032)
     # The article's own vector may be kept (unchanged text) while a section failed: ask the rows, as reads do.
     has_embedding = session.scalar(sa.select(_has_embedding_column()).where(Article.id == article.id))
     return _to_stored(article, bool(has_embedding), embedder.model_name, error)
 
 
-def delete_article(session: Session, article_id: int) -> None:
-    """Delete an article, or ArticleNotFound."""
+def restore_article_version(session: Session, embedder: Embedder, article_id: int, number: int, *,
+                            author: str, cause: ImportanceCause | None = None) -> StoredArticle:
+    """Write version ``number`` back as a new version (re-embedded at once, so search follows)."""
     _check_id(article_id)
+    if session.get(Article, article_id) is None:
+        raise ArticleNotFound(article_id)
+    version = get_version(session, article_id, number)
+    return update_article(session, embedder, article_id, version_fields(version), cause=cause,
+                          change=ChangeContext(author, "restore"))
+
+
+def delete_article(session: Session, article_id: int, *, change: ChangeContext | None = None) -> None:
+    """Delete an article (a trigger moves it to the trash with its history), or ArticleNotFound."""
+    _check_id(article_id)
+    if change is not None:
+        set_change_context(session, change)
     deleted = session.execute(sa.delete(Article).where(Article.id == article_id)).rowcount
     if not deleted:
         raise ArticleNotFound(article_id)
@@ -163,7 +193,7 @@ def delete_article(session: Session, article_id: int) -> None:
 def list_articles(session: Session, active_model: str, *, page: int = 1, per_page: int = 20,
                   category: str | None = None, contains: str | None = None) -> tuple[list[StoredArticle], int]:
     """A page of articles, newest first, and the total count; ``contains`` matches title or content."""
-    where = [Article.category == category] if category else []
+    where = [sa.func.lower(Article.category) == category.lower()] if category else []
     if contains:
         pattern = "%" + contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         where.append(sa.or_(Article.title.ilike(pattern, escape="\\"), Article.content.ilike(pattern, escape="\\")))
@@ -260,7 +290,8 @@ def reembed_batch(session: Session, embedder: Embedder, *, batch_size: int = 64,
 def bulk_add_articles(session: Session, embedder: Embedder, items: list[dict[str, Any]], *,
                       batch_size: int = 256,
                       on_progress: Callable[[int], None] | None = None,
-                      sources: list[ArticleSource] | None = None) -> list[int]:
+                      sources: list[ArticleSource] | None = None,
+                      change: ChangeContext | None = None) -> list[int]:
     """Validate, embed in batches and insert many articles; returns their ids in input order.
 
     The next batches are embedded while this one is written (service.knowledge.pipeline). A provider failure
@@ -276,6 +307,8 @@ def bulk_add_articles(session: Session, embedder: Embedder, items: list[dict[str
                      for fields, source in zip(batch, sources[start:start + batch_size])]
         batches.append(batch)
     inputs = [[IndexInput(0, a["title"], a["content"]) for a in batch] for batch in batches]
+    if change is not None:
+        set_change_context(session, change)
     ids: list[int] = []
     with closing(embed_ahead(embedder, inputs)) as embedded_batches:
         for batch, embedded in zip(batches, embedded_batches):
@@ -285,4 +318,17 @@ def bulk_add_articles(session: Session, embedder: Embedder, items: list[dict[str
             ids.extend(new_ids)
             if on_progress:
                 on_progress(len(batch))
+    _refresh_statistics(session, ids)
     return ids
+
+
+def _refresh_statistics(session: Session, ids: list[int]) -> None:
+    """ANALYZE the tables this bulk write grew past autovacuum's threshold, before anyone searches them."""
+    if len(ids) <= ANALYZE_BASE_ROWS:  # below the threshold whatever the table holds: skip the count
+        return
+    sections = session.scalar(sa.select(sa.func.count()).select_from(ArticleSection).where(
+        ArticleSection.article_id == sa.any_(sa.bindparam("ids", ids, type_=ARRAY(sa.BigInteger)))))
+    analyzed = refresh_statistics(session, {"knowledge_base": len(ids), "knowledge_sections": sections,
+                                            "search_vectors": sections + len(ids)})
+    if analyzed:
+        log.info("analyzed %s after writing %d articles", ", ".join(analyzed), len(ids))

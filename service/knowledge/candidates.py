@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from service.config import Settings
 from service.db.models import Article, ArticleCandidate, ArticleSection
 from service.knowledge.articles import BIGINT_MAX, StoredArticle, add_article, update_article
+from service.knowledge.versions import ChangeContext
 from service.knowledge.rewriting import rewrite_candidate
 from service.knowledge.scrubbing import (
     candidate_title,
@@ -237,7 +238,7 @@ def approve_candidate(session: Session, embedder: Embedder, candidate_id: int, *
     candidate = _pending(session, candidate_id)
     fields = {"title": edits.get("title", candidate.title), "content": edits.get("content", candidate.body),
               "category": edits.get("category")}
-    article = add_article(session, embedder, fields)
+    article = add_article(session, embedder, fields, change=ChangeContext(actor or "unknown", "candidate"))
     _decide(candidate, "approved", actor, article.id)
     session.flush()
     return candidate_view(session, candidate), article
@@ -261,7 +262,8 @@ def merge_candidate(session: Session, embedder: Embedder, candidate_id: int, *, 
     text = str(edits.get("content", candidate.body)).strip()
     at = merge_point(session, article.id, list(candidate.target_heading_path or []), len(article.content))
     content = f"{article.content[:at].rstrip()}\n\n{text}\n\n{article.content[at:].lstrip()}".strip()
-    stored = update_article(session, embedder, article.id, {"content": content})
+    stored = update_article(session, embedder, article.id, {"content": content},
+                            change=ChangeContext(actor or "unknown", "candidate"))
     _decide(candidate, "merged", actor, article.id)
     session.flush()
     return candidate_view(session, candidate), stored

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from service.config import Settings
 from service.db.models import DRAFT_REPLACED_AT, Article, ImportanceProposal
 from service.knowledge.articles import BIGINT_MAX, update_article
+from service.knowledge.versions import ChangeContext
 from service.knowledge.audit import ImportanceCause
 from service.knowledge.importance_rule import OutcomeCounts, RuleSettings, mean_solve_rate, propose_importance
 from service.providers.embeddings import Embedder
@@ -202,7 +203,8 @@ def apply_proposal(session: Session, embedder: Embedder, proposal_id: int, *, ac
         raise ProposalConflict(f"the importance changed to {article.importance:g} since proposal {proposal_id} "
                                f"was made; refresh the proposals")
     update_article(session, embedder, proposal.article_id, {"importance": proposal.proposed_importance},
-                   cause=ImportanceCause("proposal", actor, proposal.id))
+                   cause=ImportanceCause("proposal", actor, proposal.id),
+                   change=ChangeContext(actor or "unknown", "proposal"))
     _decide(proposal, "applied", actor)
     session.flush()
     session.refresh(proposal)

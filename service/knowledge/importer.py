@@ -21,7 +21,9 @@ changed); a new one through ``knowledge.bulk_add_articles``. Source keys:
 
 Markdown: the title comes from the front matter, else the first ``# heading``, else the file name; the
 category from the front matter, else ``category`` (the CLI's ``--category``), else the folder the file
-is in (files at the top of an imported folder have none); ``importance`` (0–2) from the front matter,
+is in (files at the top of an imported folder have none), shown as the first line of the folder's
+``_category.txt`` when it has one ("Billing & invoices" for ``billing/``). Categories are one per name
+whatever the case: "billing" joins an existing "Billing" (migration 0032's trigger); ``importance`` (0–2) from the front matter,
 else 1.0 for a new article, while a changed one keeps its current importance (support leads may have
 tuned it). The whole body (without the front matter) is stored as the content. Since unchanged files are
 skipped, a new ``--category`` only reaches files that are new or changed.
@@ -46,6 +48,7 @@ from sqlalchemy.orm import Session
 
 from service.db.models import Article
 from service.knowledge.articles import ArticleSource, bulk_add_articles, update_article
+from service.knowledge.versions import ChangeContext
 from service.knowledge.audit import ImportanceCause
 from service.knowledge.sources import (
     MARKDOWN_SUFFIXES,
@@ -126,7 +129,8 @@ def _store(session: Session, embedder: Embedder, entries: list[ParsedArticle | I
             tick(1)
     if new:
         ids = bulk_add_articles(session, embedder, [item.fields for item in new], batch_size=IMPORT_BATCH_SIZE,
-                                on_progress=tick, sources=[ArticleSource(i.source, i.sha256) for i in new])
+                                on_progress=tick, sources=[ArticleSource(i.source, i.sha256) for i in new],
+                                change=IMPORTER)
         report.added += len(ids)
         report.pending += session.execute(
             sa.select(sa.func.count()).select_from(Article)
@@ -138,10 +142,13 @@ def _store(session: Session, embedder: Embedder, entries: list[ParsedArticle | I
         if row is not None and row.source_sha256 != item.sha256:
             stored = update_article(session, embedder, row.id, item.fields,
                                     source=ArticleSource(item.source, item.sha256),
-                                    cause=ImportanceCause("import"))
+                                    cause=ImportanceCause("import"), change=IMPORTER)
             report.updated += 1
             report.pending += int(stored.embedding_status == "pending")
             tick(1)
+
+
+IMPORTER = ChangeContext("importer", "import")  # the author of every version a folder import writes
 
 
 def _delete(session: Session, ids: list[int]) -> int:

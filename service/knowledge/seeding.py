@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from service.db.models import AppState, Article
 from service.knowledge.articles import add_article, delete_article
+from service.knowledge.versions import ChangeContext
 from service.knowledge.markdown import parse_front_matter
 from service.providers.embeddings import Embedder
 
@@ -56,7 +57,7 @@ def seed_knowledge_base(session: Session, embedder: Embedder, seeds_dir: Path = 
         return 0
     articles = load_seed_articles(seeds_dir)
     for fields in articles:
-        add_article(session, embedder, fields)
+        add_article(session, embedder, fields, change=ChangeContext("system", "seed"))
     session.add(AppState(key=SEEDED_KEY, value=datetime.now(timezone.utc).isoformat()))
     session.flush()
     log.info("seeded %d default articles", len(articles))

@@ -19,6 +19,7 @@ from service.validation import ValidationError, clean_article_fields
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 UPLOAD_PREFIX = "upload:"
+FOLDER_NAME_FILE = "_category.txt"  # a folder's display name as a category: its first non-blank line
 
 
 @dataclass(frozen=True)
@@ -111,9 +112,19 @@ def markdown_files(folder: Path) -> list[Path]:
     )
 
 
+def folder_category(folder: Path) -> str:
+    """The category a folder gives its files: the first line of its ``_category.txt``, else the folder's name."""
+    try:
+        lines = (folder / FOLDER_NAME_FILE).read_text(encoding="utf-8-sig").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return folder.name
+    return next((line.strip() for line in lines if line.strip()), folder.name)
+
+
 def _parse_markdown_bytes(raw: bytes, *, source: str, file_stem: str, folder_category: str | None,
                           category: str | None) -> ParsedArticle | ImportFailure:
-    """Decode (UTF-8, optional BOM) and parse; the hash is of the bytes, so any edit counts."""
+    """Decode (UTF-8, optional BOM) and parse; the hash is of the bytes, so any edit counts (and of a folder's
+    display name, so giving a folder one updates its files as an edit would)."""
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -122,7 +133,10 @@ def _parse_markdown_bytes(raw: bytes, *, source: str, file_stem: str, folder_cat
         fields = markdown_article(text, file_stem=file_stem, folder_category=folder_category, category=category)
     except ValidationError as exc:
         return ImportFailure(source, describe_error(exc))
-    return ParsedArticle(source, hashlib.sha256(raw).hexdigest(), fields)
+    digest = hashlib.sha256(raw)
+    if folder_category is not None and folder_category != PurePosixPath(source).parent.name:
+        digest.update(b"\0category:" + folder_category.encode())
+    return ParsedArticle(source, digest.hexdigest(), fields)
 
 
 def read_markdown(path: Path, *, source: str, folder_category: str | None,
@@ -147,7 +161,7 @@ def read_folder(folder: Path, category: str | None) -> list[ParsedArticle | Impo
             # A link out of the folder (to /etc/passwd.md, say) would publish whatever it points at.
             entries.append(ImportFailure(str(root / relative), "a link to a file outside the folder; not imported"))
             continue
-        parent = relative.parent.name or None  # top-level files have no folder category
+        parent = folder_category(path.parent) if relative.parent.name else None  # top-level files: none
         entries.append(read_markdown(path, source=str(root / relative), folder_category=parent, category=category))
     return entries
 
@@ -217,5 +231,5 @@ def read_upload(name: str, raw: bytes, *, folder_label: str, category: str | Non
 def read_file(path: Path, category: str | None) -> ParsedArticle | ImportFailure:
     """A single markdown file; its category (unless given) is the name of the folder it is in."""
     source = str(path.parent.resolve() / path.name)
-    return read_markdown(path, source=source, folder_category=path.parent.resolve().name or None,
+    return read_markdown(path, source=source, folder_category=folder_category(path.parent.resolve()) or None,
                          category=category)

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from service.config import Settings
 from service.db.models import MailOutbox, Ticket, TicketMessage
-from service.mail.compose import new_message_id, new_reply_token, reply_address
+from service.mail.compose import new_message_id, new_reply_token, normalised_address, reply_address
 
 REFERENCES_MAX = 20
 
@@ -78,12 +78,19 @@ def _thread_ids(session: Session, ticket_id: int, own_id: str | None) -> tuple[s
     return (chain[-1] if chain else None), chain[-REFERENCES_MAX:]
 
 
+def signed(settings: Settings, body: str) -> str:
+    """The body with the brand's sign-off (``-- `` then ``Tallybook Support``) when SUPPORTRAG_BRAND_NAME is set."""
+    signature = settings.brand.signature
+    return f"{body.rstrip()}\n\n-- \n{signature}\n" if signature else body
+
+
 def enqueue_mail(session: Session, settings: Settings, ticket: Ticket, *, subject: str, body: str,
                  message_id: str | None = None, auto_submitted: str | None = None,
                  from_name: str | None = None) -> MailOutbox | None:
     """Queue an e-mail to the ticket's customer in the caller's transaction; None without SMTP or an address.
 
-    ``from_name`` is the display name in From (an agent's ``display_name or "Support"``); None keeps MAIL_FROM.
+    ``from_name`` is the display name in From (an agent's ``display_name or "Support"``); None: the brand's name
+    (SUPPORTRAG_BRAND_NAME), else MAIL_FROM as set. The body is signed with the brand (``signed``).
     """
     if not settings.smtp_host or not ticket.customer_email:
         return None
@@ -91,6 +98,7 @@ def enqueue_mail(session: Session, settings: Settings, ticket: Ticket, *, subjec
         ticket.reply_token = new_reply_token()
     message_id = message_id or new_message_id(settings)
     in_reply_to, references = _thread_ids(session, ticket.id, message_id)
+    body, from_name = signed(settings, body), from_name or settings.brand.name
     row = MailOutbox(ticket_id=ticket.id, to_address=ticket.customer_email, subject=subject, body=body,
                      message_id=message_id, in_reply_to=in_reply_to,
                      references=" ".join(references) or None, reply_to=reply_address(settings, ticket.reply_token),
@@ -165,11 +173,46 @@ def mail_state(session: Session, outbox_id: int) -> MailState:
     return MailState(row.id, _status(row), row.attempts, row.last_error, row.to_address)
 
 
+def _mailbox(column: sa.ColumnElement) -> sa.ColumnElement:
+    """SQL for ``normalised_address``: lower case, the plus tag of the local part removed."""
+    return sa.func.regexp_replace(sa.func.lower(column), r"\+[^@]*@", "@")
+
+
 def recent_acknowledgements(session: Session, address: str) -> int:
-    """Automatic e-mails queued to ``address`` (case-folded) in the last hour: the relay limit counts these."""
+    """Automatic e-mails queued to ``address``'s mailbox (case and plus tags folded) in the last hour: the relay
+    limit counts these."""
     return session.scalar(sa.select(sa.func.count()).select_from(MailOutbox).where(
-        MailOutbox.auto_submitted.is_not(None), sa.func.lower(MailOutbox.to_address) == address.strip().lower(),
+        MailOutbox.auto_submitted.is_not(None), _mailbox(MailOutbox.to_address) == normalised_address(address),
         MailOutbox.created_at > sa.func.now() - sa.text("interval '1 hour'"))) or 0
+
+
+def recent_acknowledgements_to_domain(session: Session, domain: str) -> int:
+    """Automatic e-mails queued to any address at ``domain`` (case folded) in the last hour."""
+    return session.scalar(sa.select(sa.func.count()).select_from(MailOutbox).where(
+        MailOutbox.auto_submitted.is_not(None),
+        sa.func.split_part(sa.func.lower(MailOutbox.to_address), "@", 2) == domain.strip().lower(),
+        MailOutbox.created_at > sa.func.now() - sa.text("interval '1 hour'"))) or 0
+
+
+@dataclass(frozen=True)
+class RetryingMail:
+    """An e-mail whose last attempt failed and that will be tried again (a TLS or connection failure, a 4xx)."""
+
+    outbox_id: int
+    to_address: str
+    subject: str
+    attempts: int
+    error: str
+    next_attempt_at: datetime
+
+
+def retrying_mail(session: Session, *, limit: int = 100) -> list[RetryingMail]:
+    """Unsent e-mails with a failed attempt behind them, next due first: /admin/mail shows why they wait."""
+    rows = session.scalars(sa.select(MailOutbox).where(
+        MailOutbox.sent_at.is_(None), MailOutbox.failed_at.is_(None), MailOutbox.last_error.is_not(None),
+        MailOutbox.attempts > 0)  # an admin's Retry starts again from attempt 0: no failure behind it yet
+        .order_by(MailOutbox.next_attempt_at, MailOutbox.id).limit(limit)).all()
+    return [RetryingMail(r.id, r.to_address, r.subject, r.attempts, r.last_error, r.next_attempt_at) for r in rows]
 
 
 def failed_mail(session: Session, *, ticket_id: int | None = None, limit: int = 100) -> list[FailedMail]:

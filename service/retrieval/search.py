@@ -199,3 +199,15 @@ def search_knowledge(session: Session, embedder: Embedder, query: str, *, limit:
     """
     return run_search(session, embedder, query, limit=limit, weights=weights, retrieval=retrieval, now=now,
                       source_prefix=source_prefix, fallback=False).results
+
+
+def lexical_ranking(session: Session, embedder: Embedder, query: str, *, limit: int = 10,
+                    weights: RankingWeights = RankingWeights(),
+                    retrieval: RetrievalSettings = RetrievalSettings()) -> list[tuple[int, float]]:
+    """The lexical leg alone, without embedding: (article id, BM25 score) in rank order (the answer gate's
+    second opinion, service.gate.features)."""
+    query, limit = clean_search_request(query, limit)
+    outcome = _search_with_lexical_leg(session, embedder, query, None, limit=limit, weights=weights,
+                                       retrieval=replace(retrieval, mode="lexical"), mode="lexical", degraded=None,
+                                       now=datetime.now(timezone.utc), source_prefix=None)
+    return [(r.id, r.explain.lexical_score or 0.0) for r in outcome.results if r.explain]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from service.retrieval.search import content_words
 from service.validation import QUERY_MAX
@@ -44,11 +44,28 @@ class GateDecision:
     top_similarity: float | None
     min_similarity: float
     reason: str
+    # The calibrated gate (service.gate): P(answer right), the threshold it had to reach, the evidence features
+    # and where the calibrator came from ("default" | "team"); None under the plain floor.
+    confidence: float | None = None
+    threshold: float | None = None
+    features: dict | None = None
+    calibration: str | None = None
 
     def to_dict(self) -> dict:
         """JSON form stored with the ticket."""
         return {"answerable": self.answerable, "top_similarity": self.top_similarity,
-                "min_similarity": self.min_similarity, "reason": self.reason}
+                "min_similarity": self.min_similarity, "reason": self.reason, "confidence": self.confidence,
+                "threshold": self.threshold, "features": self.features, "calibration": self.calibration}
+
+
+def above_floor(results: Sequence[Any], floor: float) -> list[Any]:
+    """The results whose cosine similarity reaches ``floor``, in their ranked order (the ranking is unchanged).
+
+    The score's ``0.2 × recency × importance`` term can lift an unrelated but boosted article into the top few
+    (issue 37: importance 1.8 at similarity 0.18 came second); evidence is what is relevant, so it is left out.
+    A result without a cosine (the embedder was down) is kept: there is nothing to judge it by.
+    """
+    return [r for r in results if r.similarity is None or r.similarity >= floor]
 
 
 def decide_answerability(similarities: Sequence[float], min_similarity: float) -> GateDecision:

@@ -42,6 +42,7 @@ class TicketFilters:
     until: date | None = None  # inclusive
     status: str | None = None  # the AI's status
     article_id: int | None = None
+    customer: str | None = None  # one customer's address (any case)
 
 
 @dataclass(frozen=True)
@@ -85,12 +86,22 @@ def _queue_clauses(queue: str, user_id: int | None) -> list[Any]:
     }[queue]
 
 
+def customer_clause(address: str) -> Any:
+    """Tickets from one customer address, whatever its case (index ``tickets_customer_email_lower``)."""
+    return sa.func.lower(Ticket.customer_email) == address.strip().lower()
+
+
 def _search_clause(q: str) -> Any:
-    """Tickets whose subject or any thread message matches ``q`` (web-search syntax); each side uses its GIN."""
+    """Tickets whose subject or any thread message matches ``q`` (web-search syntax), or whose customer address
+    is ``q``; each side uses its index. A ``q`` holding an ``@`` also matches part of an address (``@acme.com``)."""
     query = sa.func.websearch_to_tsquery(sa.literal(SEARCH_CONFIG).cast(sa.dialects.postgresql.REGCONFIG), q)
+    by_customer = customer_clause(q)
+    if "@" in q:
+        by_customer = sa.or_(by_customer, sa.func.strpos(sa.func.lower(Ticket.customer_email), q.lower()) > 0)
     return Ticket.id.in_(sa.union(
         sa.select(Ticket.id).where(Ticket.search_vector.op("@@")(query)),
-        sa.select(TicketMessage.ticket_id).where(TicketMessage.search_vector.op("@@")(query))))
+        sa.select(TicketMessage.ticket_id).where(TicketMessage.search_vector.op("@@")(query)),
+        sa.select(Ticket.id).where(by_customer)))
 
 
 def filter_clauses(filters: TicketFilters, user_id: int | None) -> list[Any]:
@@ -116,6 +127,8 @@ def filter_clauses(filters: TicketFilters, user_id: int | None) -> list[Any]:
     if filters.article_id is not None:
         where.append(Ticket.id.in_(sa.select(TicketCitation.ticket_id)
                                    .where(TicketCitation.article_id == filters.article_id)))
+    if filters.customer and filters.customer.strip():
+        where.append(customer_clause(filters.customer))
     if filters.q and filters.q.strip():
         where.append(_search_clause(filters.q.strip()))
     return where
@@ -162,12 +175,12 @@ class HistoryItem:
 
 
 def customer_history(session: Session, ticket_id: int, *, limit: int = 20) -> list[HistoryItem]:
-    """The other tickets from the ticket's customer address, newest first (none without an address)."""
+    """The other tickets from the ticket's customer address (any case), newest first (none without an address)."""
     ticket = work_ticket(session, ticket_id)
     if not ticket.customer_email:
         return []
     rows = session.execute(sa.select(Ticket.id, Ticket.subject, Ticket.state, Ticket.status, Ticket.created_at)
-                           .where(Ticket.customer_email == ticket.customer_email, Ticket.id != ticket_id)
+                           .where(customer_clause(ticket.customer_email), Ticket.id != ticket_id)
                            .order_by(Ticket.id.desc()).limit(limit)).all()
     return [HistoryItem(*row) for row in rows]
 

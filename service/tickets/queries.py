@@ -76,7 +76,8 @@ class TicketView:
 def _citation_dict(c: TicketCitation) -> dict[str, Any]:
     return {"article_id": c.article_id, "title": c.article_title, "rank": c.rank, "cited": c.cited,
             "similarity": c.similarity, "recency": c.recency, "importance": c.importance, "score": c.score,
-            "section": c.section_label, "section_similarity": c.section_similarity}
+            "section": c.section_label, "section_similarity": c.section_similarity,
+            "article_version": c.article_version}  # the text it quoted: /api/articles/<id>/versions/<n>
 
 
 def ticket_views(session: Session, tickets: list[Ticket]) -> list[TicketView]:

@@ -15,11 +15,12 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from service.config import Settings
-from service.db.models import WORK_STATES, AdminUser, Ticket, TicketMessage
+from service.db.models import WORK_STATES, AdminUser, InboundEmail, Ticket, TicketMessage
 from service.knowledge.articles import BIGINT_MAX
 from service.links import ticket_link
 from service.mail.compose import FilePart, new_message_id
-from service.mail.outbox import enqueue_mail, mail_states, recent_acknowledgements
+from service.mail.outbox import (enqueue_mail, mail_states, recent_acknowledgements,
+                                 recent_acknowledgements_to_domain)
 from service.tickets.composer import clear_composer
 from service.tickets.drafts import edit_ratio, latest_draft, mark_drafts_used
 from service.tickets.queries import TicketNotFound, TicketView, ticket_views
@@ -182,11 +183,38 @@ def _owed_acknowledgement(session: Session, ticket: Ticket) -> bool:
     return ticket.state == "open" or by_email
 
 
+def has_written_by_email(session: Session, address: str) -> bool:
+    """Whether ``address`` (case folded) sent us an e-mail that was accepted: then mail to it may quote its words."""
+    return session.scalar(sa.select(sa.exists().where(
+        sa.func.lower(InboundEmail.sender) == address.strip().lower(), InboundEmail.status == "processed",
+        InboundEmail.related_ticket_id.is_(None)))) is True
+
+
+def acknowledgement_text(ticket: Ticket, *, link: str, answer: str | None, trusted: bool) -> tuple[str, str]:
+    """(subject, body) of the acknowledgement: the customer's subject and the AI's answer only for an address that
+    wrote to us itself; otherwise nothing anyone typed (a form can name any address: no relay for their words)."""
+    if trusted:
+        parts = [f"We received your question ({ticket.subject!s}). Your ticket reference is T-{ticket.id}.",
+                 answer or "A support agent will reply to this address."]
+        subject = f"[T-{ticket.id}] {ticket.subject}"
+    else:
+        parts = [f"A support request was sent to us with this e-mail address. Its reference is T-{ticket.id}.",
+                 "If it was not you, you can ignore this e-mail: nothing else will be sent unless you reply.",
+                 "A support agent will reply to this address."]
+        subject = f"[T-{ticket.id}] We received your support request"
+    parts += [f"Your ticket, and any reply, is always at:\n{link}", "You can also reply to this e-mail."]
+    return subject, "\n\n".join(parts)
+
+
 def may_acknowledge(session: Session, settings: Settings, ticket: Ticket) -> bool:
-    """An acknowledgement is owed, and at most MAIL_ACK_PER_ADDRESS_PER_HOUR go to one address: nobody can make
-    this server mail a stranger at will."""
-    return _owed_acknowledgement(session, ticket) and \
-        recent_acknowledgements(session, ticket.customer_email) < settings.mail_ack_per_address_per_hour
+    """An acknowledgement is owed, and at most MAIL_ACK_PER_ADDRESS_PER_HOUR go to one address (and
+    MAIL_ACK_PER_DOMAIN_PER_HOUR to one domain): nobody can make this server mail a stranger at will."""
+    if not _owed_acknowledgement(session, ticket):
+        return False
+    if recent_acknowledgements(session, ticket.customer_email) >= settings.mail_ack_per_address_per_hour:
+        return False  # counted per mailbox: case and plus tags folded (victim+1@, victim+2@ … are one person)
+    domain = ticket.customer_email.rpartition("@")[2]
+    return recent_acknowledgements_to_domain(session, domain) < settings.mail_ack_per_domain_per_hour
 
 
 def _escalate_unacknowledged(session: Session, settings: Settings, ticket: Ticket) -> None:
@@ -201,13 +229,19 @@ def _escalate_unacknowledged(session: Session, settings: Settings, ticket: Ticke
     notify_unassigned(session, settings, ticket, why="Its acknowledgement was suppressed (too many to one address)")
 
 
+def forgo_acknowledgement(session: Session, ticket_id: int) -> None:
+    """No acknowledgement for this ticket (a limit on the client said no): nothing owed for recovery to send."""
+    session.execute(sa.update(Ticket).where(Ticket.id == ticket_id).values(ack_pending=False))
+
+
 def acknowledge(session: Session, settings: Settings, ticket_id: int, *, answer: str | None,
                 link: str | None = None) -> bool:
     """Queue the "we have your ticket" e-mail with the ticket's signed link (and the AI's answer when there is one).
 
     ``link`` is ignored: the link is always the one builder's (service.links), never a caller's request Host.
 
-    False, and nothing queued, when ``may_acknowledge`` says no (or there is no SMTP).
+    False, and nothing queued, when ``may_acknowledge`` says no (or there is no SMTP). Only to the ticket's own
+    address (an e-mail's From, never its Reply-To), quoting the customer only once that address wrote to us.
     """
     ticket = work_ticket(session, ticket_id, lock=True)
     ticket.ack_pending = False  # decided now, under the row lock: queued, suppressed (and escalated) or not owed
@@ -215,12 +249,9 @@ def acknowledge(session: Session, settings: Settings, ticket_id: int, *, answer:
         if settings.smtp_host and _owed_acknowledgement(session, ticket):
             _escalate_unacknowledged(session, settings, ticket)
         return False
-    parts = [f"We received your question ({ticket.subject!s}). Your ticket reference is T-{ticket.id}.",
-             answer or "A support agent will reply to this address.",
-             f"Your ticket, and any reply, is always at:\n{ticket_link(settings, ticket.id)}",
-             "You can also reply to this e-mail."]
-    row = enqueue_mail(session, settings, ticket, subject=f"[T-{ticket.id}] {ticket.subject}",
-                       body="\n\n".join(parts), auto_submitted="auto-replied")
+    subject, body = acknowledgement_text(ticket, link=ticket_link(settings, ticket.id), answer=answer,
+                                         trusted=has_written_by_email(session, ticket.customer_email))
+    row = enqueue_mail(session, settings, ticket, subject=subject, body=body, auto_submitted="auto-replied")
     return row is not None
 
 

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sqlalchemy as sa
 
+from sqlalchemy.orm import Session
+
 from service.db.models import Article, Ticket, TicketAnswer, TicketCitation, TicketMessage
+from service.gate.evidence import gather_features
+from service.gate.state import active_gate, confidence_of
 from service.knowledge.sections import PATH_SEPARATOR as SECTION_SEPARATOR
 from service.providers.llm import ChatModel, LLMError
 from service.retrieval.search import DEGRADED_EMBEDDING, SearchOutcome, SearchResult, run_search
@@ -22,6 +26,7 @@ from service.tickets.answering import (
     HANDOFF_MESSAGE,
     ContextArticle,
     GateDecision,
+    above_floor,
     build_messages,
     decide_answerability,
     decide_answerability_by_keywords,
@@ -71,18 +76,25 @@ def _extractive(results: list[SearchResult], contents: dict[int, str], query: st
 
 
 def context_articles(results: list[SearchResult], contents: dict[int, str],
-                     budget_chars: int) -> list[ContextArticle]:
-    """The matched section of each retrieved article, in rank order, within the context budget."""
-    texts = fit_to_budget([contents[r.id] for r in results], budget_chars)
-    return [ContextArticle(i, r.title, r.category, text, SECTION_SEPARATOR.join(r.section_path) or None)
-            for i, (r, text) in enumerate(zip(results, texts), start=1)]
+                     budget_chars: int, floor: float | None = None) -> list[ContextArticle]:
+    """The matched section of each retrieved article, in rank order, within the context budget; with ``floor``,
+    only the articles at or above it (``above_floor``), each still numbered by its rank, so ``[n]`` is rank n."""
+    numbered = list(enumerate(results, start=1))
+    if floor is not None:
+        kept = {id(r) for r in above_floor(results, floor)}
+        numbered = [(rank, r) for rank, r in numbered if id(r) in kept]
+    texts = fit_to_budget([contents[r.id] for _, r in numbered], budget_chars)
+    return [ContextArticle(rank, r.title, r.category, text, SECTION_SEPARATOR.join(r.section_path) or None)
+            for (rank, r), text in zip(numbered, texts)]
 
 
 def _llm_draft(chat: ChatModel, results: list[SearchResult], contents: dict[int, str],
-               subject: str, body: str, budget_chars: int) -> Draft:
-    """Ask the model; a refusal hands off, a failure or an uncited answer falls back to extractive."""
-    context = context_articles(results, contents, budget_chars)
-    results = results[:len(context)]
+               subject: str, body: str, budget_chars: int, floor: float | None = None) -> Draft:
+    """Ask the model; a refusal hands off, a failure or an uncited answer falls back to extractive. Articles
+    below ``floor`` are not shown to the model (they keep their rank: the others' numbers do not move)."""
+    context = context_articles(results, contents, budget_chars, floor)
+    results = results[:context[-1].number]
+    shown = {article.number for article in context}
     query = ticket_query(subject, body)
     try:
         reply = chat.complete(build_messages(context, subject, body))
@@ -98,6 +110,8 @@ def _llm_draft(chat: ChatModel, results: list[SearchResult], contents: dict[int,
         vars(draft).update(usage)
         return draft
     valid, invalid = parse_citations(reply.text, len(results))
+    invalid += [n for n in valid if n not in shown]  # a number the model was never given
+    valid = [n for n in valid if n in shown]
     if not valid:
         draft = _extractive(results, contents, query, "the model's answer cited no supplied article; "
                             "quoted the best article instead", error=f"uncited answer: {reply.text[:200]}")
@@ -110,12 +124,31 @@ def _llm_draft(chat: ChatModel, results: list[SearchResult], contents: dict[int,
                  reason=reason, cited=valid, **usage)
 
 
-def answer_gate(outcome: SearchOutcome, min_similarity: float) -> GateDecision:
+def answer_gate(outcome: SearchOutcome, min_similarity: float, *, query: str | None = None,
+                session: Session | None = None, runtime: Runtime | None = None) -> GateDecision:
     """Whether the retrieved articles may answer: the best cosine reaches the floor (every word must match when
-    the embedder is down and there is no cosine to gate on)."""
+    the embedder is down and there is no cosine to gate on); given the query, a session and the runtime, the
+    calibrated confidence must also reach the threshold in force (issue 34; ANSWER_GATE=floor turns that off).
+    Every path that answers or drafts calls this one function."""
     if outcome.degraded == DEGRADED_EMBEDDING:
         return decide_answerability_by_keywords(len(outcome.results), outcome.all_words_matches > 0)
-    return decide_answerability([r.similarity for r in outcome.results if r.similarity is not None], min_similarity)
+    decision = decide_answerability([r.similarity for r in outcome.results if r.similarity is not None],
+                                    min_similarity)
+    if query is None or session is None or runtime is None or runtime.settings.answer_gate != "calibrated":
+        return decision
+    features = gather_features(session, runtime.embedder, query, outcome, floor=min_similarity,
+                               weights=runtime.weights, retrieval=runtime.retrieval)
+    gate = active_gate(session)
+    confidence = confidence_of(features, gate)
+    decided = replace(decision, confidence=confidence, threshold=gate.threshold, calibration=gate.source,
+                      features=features.to_dict() if features else None)
+    if not decision.answerable or confidence is None:
+        return decided
+    verdict = "reaches" if confidence >= gate.threshold else "is below"
+    reason = f"confidence {confidence:.3f} {verdict} the threshold {gate.threshold:.3f} ({gate.source} calibration)"
+    if confidence < gate.threshold:
+        return replace(decided, answerable=False, reason=reason)
+    return replace(decided, reason=f"{reason}; {decision.reason}")
 
 
 def matched_texts(session, results: list[SearchResult]) -> dict[int, str]:
@@ -225,7 +258,8 @@ def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: i
                              retrieval=runtime.retrieval)
         results = outcome.results
         retrieval_ms = (time.perf_counter() - retrieval_started) * 1000
-        gate = answer_gate(outcome, runtime.settings.answer_min_similarity)
+        gate = answer_gate(outcome, runtime.settings.answer_min_similarity, query=query, session=session,
+                           runtime=runtime)
         contents = matched_texts(session, results)
     gate_record = gate.to_dict() | ({"degraded": outcome.degraded} if outcome.degraded else {})
     if not gate.answerable:
@@ -235,7 +269,8 @@ def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: i
     elif chat is None:
         draft = _extractive(results, contents, query, "no language model is configured; quoted the best article")
     else:
-        draft = _llm_draft(chat, results, contents, subject, body, runtime.settings.llm_context_chars)
+        draft = _llm_draft(chat, results, contents, subject, body, runtime.settings.llm_context_chars,
+                           floor=runtime.settings.answer_min_similarity)
     with runtime.session() as session:
         if _store(session, ticket_id, draft, results, gate_record, retrieval_ms, started,
                   runtime.settings.first_response_hours):

@@ -40,6 +40,8 @@ PUBLIC_ENDPOINTS = frozenset({
     "inbound.email",
     # A customer's attachment: the view checks the ticket's secret (cookie or X-Ticket-Secret), as its page does.
     "attachments.customer_download",
+    # The help center's brand: its colour as a style sheet, its logo.
+    "help_brand.style", "help_brand.logo",
 })
 # Public unless the named setting is turned off (SUPPORTRAG_PUBLIC_SEARCH / SUPPORTRAG_PUBLIC_TICKETS).
 TOGGLED_ENDPOINTS = {
@@ -62,9 +64,12 @@ AGENT_WRITE_ENDPOINTS = frozenset({
     # Issue 25: an agent ends their own sessions, and saves the reply they are typing.
     "admin.logout_everywhere", "agent_work_api.composer_save",
     "desk_api.tags", "desk_api.bulk", "desk_api.presence_beat", "desk_api.presence_leave",
+    "gate_api.review",  # issue 34: an agent labels the AI's answer from the review queue
 })
 AGENT_WRITE_PREFIXES = ("inbox.", "desk.")  # the agent inbox's forms, the ticket list's and the settings page
 ADMIN_ONLY_ENDPOINTS = frozenset({"admin.article_new", "admin_import.upload"})  # pages that only lead to a write
+# A customer's whole record is for admins, even to read (issue 36).
+ADMIN_ONLY_ENDPOINTS |= {"privacy_api.customer_export"}
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,13 @@ from service.knowledge.articles import (
     list_articles,
     update_article,
 )
+from service.knowledge.versions import ChangeContext, VersionConflict
 from service.retrieval.ranking import formula_text
 from service.retrieval.search import run_search
 from service.web.errors import DATABASE_RETRY_AFTER_SECONDS, ApiError
-from service.web.learning import importance_cause
+from service.web.learning import actor, importance_cause
 from service.web.requests import db, int_arg, json_body, page_count, runtime
+from service.web.versions import version_conflict
 
 log = logging.getLogger(__name__)
 api = Blueprint("api", __name__, url_prefix="/api")
@@ -27,6 +29,7 @@ health = Blueprint("health", __name__)
 
 PER_PAGE_MAX = 100
 ARTICLE_FIELDS = ("title", "content", "category", "importance")
+ARTICLE_UPDATE_FIELDS = (*ARTICLE_FIELDS, "version")  # version: the one the editor started from (optimistic lock)
 SEARCH_FIELDS = ("query", "limit", "explain")
 
 
@@ -46,7 +49,7 @@ def articles_index():
 @api.post("/articles")
 def articles_create():
     """Create an article; 201 even when embedding failed (then ``embedding_status: pending``)."""
-    article = add_article(db(), runtime().embedder, json_body(ARTICLE_FIELDS))
+    article = add_article(db(), runtime().embedder, json_body(ARTICLE_FIELDS), change=_change())
     db().commit()
     response = jsonify({"article": article.to_dict()})
     response.status_code = 201
@@ -64,16 +67,31 @@ def articles_show(article_id: int):
 def articles_update(article_id: int):
     """Change importance, title, content or category; changed text is re-embedded; importance is audited
     (``manual`` from the admin pages' slider, ``api`` from a token)."""
-    article = update_article(db(), runtime().embedder, article_id, json_body(ARTICLE_FIELDS),
-                             cause=importance_cause())
+    body = json_body(ARTICLE_UPDATE_FIELDS)
+    expected = body.pop("version", None)
+    if expected is not None and (type(expected) is not int or expected < 1):
+        raise ApiError(400, "validation_error", "invalid article", {"version": "must be a whole number from 1"})
+    try:
+        article = update_article(db(), runtime().embedder, article_id, body, cause=importance_cause(),
+                                 change=_change(), expected_version=expected)
+    except VersionConflict as exc:
+        db().rollback()
+        raise version_conflict(exc) from None
     db().commit()
     return jsonify({"article": article.to_dict()})
 
 
+def _change() -> ChangeContext:
+    """This caller as a version's author: a logged-in admin writes from the pages, a token through the API."""
+    identity = g.get("identity")
+    return ChangeContext(actor() or "anonymous", "page" if identity is not None and identity.kind == "session"
+                         else "api")
+
+
 @api.delete("/articles/<int:article_id>")
 def articles_delete(article_id: int):
-    """Delete an article."""
-    delete_article(db(), article_id)
+    """Delete an article: it goes to the trash (``/api/article-trash``) with its history."""
+    delete_article(db(), article_id, change=_change())
     db().commit()
     return "", 204
 

@@ -25,15 +25,22 @@ from service.web.api import api, health
 from service.web.attachments import attachments
 from service.web.desk import desk_api
 from service.web.errors import register_error_handlers
+from service.web.gate import gate_api
+from service.web.admin.gate_pages import admin_gate
 from service.web.headers import add_security_headers
+from service.web.help.brand import register_brand
 from service.web.help.pages import help_pages, help_root
 from service.web.inbound import inbound
 from service.web.learning import learning_api
 from service.web.limits import enforce_rate_limits
 from service.web.mail import init_mail_views
 from service.web.openapi import openapi, refuse_unknown_query_parameters
-from service.web.requests import check_query_string
+from service.web.requests import apply_request_cap, check_query_string
 from service.web.tickets import tickets_api
+from service.web.versions import versions_api
+from service.web.admin.history import admin_history
+from service.web.privacy import privacy_api
+from service.web.article_drafts import drafts_api
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +51,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     runtime = runtime or default_runtime()
     app.config.update(MAX_CONTENT_LENGTH=runtime.settings.max_request_bytes)
     app.json.sort_keys = False  # keep documented field order (Flask 3.1 ignores JSON_SORT_KEYS)
+    app.before_request(apply_request_cap)  # first: the e-mail webhook and replies take more than the JSON APIs
     app.before_request(check_query_string)  # before access, so nothing below ever sees a NUL
     app.before_request(refuse_unknown_query_parameters)
     init_access(app, runtime.settings)  # every endpoint not declared public needs an admin (service/access.py)
@@ -74,7 +82,14 @@ def create_app(test_config: dict[str, Any] | None = None, *, runtime: Runtime | 
     app.register_blueprint(inbound)
     init_mail_views(app)  # failed outgoing e-mail: retry API, workspace button, dashboard count
     app.register_blueprint(attachments)
+    app.register_blueprint(gate_api)
+    app.register_blueprint(admin_gate)
     register_desk(app)  # the one ticket list, team panel, settings, CSAT (issue 25 items 4-6)
+    app.register_blueprint(versions_api)  # issue 36: article history
+    app.register_blueprint(admin_history)
+    app.register_blueprint(privacy_api)  # issue 36: customer export and erasure
+    app.register_blueprint(drafts_api)  # issue 36: article drafts and trash
+    register_brand(app)  # SUPPORTRAG_BRAND_*: the help center's name, colour and logo (issue 37)
     register_error_handlers(app)
 
     @app.teardown_appcontext

@@ -27,7 +27,7 @@ from service.web.requests import db, int_arg, json_body, page_count, runtime
 
 desk_api = Blueprint("desk_api", __name__, url_prefix="/api")
 SECRET_HEADER = "X-Ticket-Secret"
-LIST_ARGUMENTS = ("queue", "q", "state", "assignee", "tag", "since", "until", "status", "article_id")
+LIST_ARGUMENTS = ("queue", "q", "state", "assignee", "tag", "since", "until", "status", "article_id", "customer")
 
 
 def my_user_id() -> int | None:
@@ -61,7 +61,8 @@ def filters_from(args) -> TicketFilters:
         state=args.get("state") or None, assignee_id=assignee_id, tag=args.get("tag") or None,
         since=parse_day("since", args.get("since")), until=parse_day("until", args.get("until")),
         status=args.get("status") or None,
-        article_id=int_arg("article_id", 0, low=1, high=2**62) if args.get("article_id") else None)
+        article_id=int_arg("article_id", 0, low=1, high=2**62) if args.get("article_id") else None,
+        customer=(args.get("customer") or "").strip() or None)
 
 
 def tickets_page():

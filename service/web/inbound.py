@@ -33,7 +33,7 @@ def email_webhook():
 
     503 when the database is down (nothing was kept: the provider should retry).
     """
-    body = request.get_data(cache=False)  # over SUPPORTRAG_MAX_REQUEST_BYTES: 413 before we get here
+    body = request.get_data(cache=False)  # capped at INBOUND_RAW_MAX_BYTES (service.web.requests.request_cap)
     check_signature(body)
     outcome = receive_email(runtime(), body, ticket_link=ticket_link)
     return jsonify({"outcome": outcome.to_dict()})

@@ -114,6 +114,17 @@ def enforce_rate_limits() -> None:
         raise too_many(f"{scope} requests from your address", limit, count.retry_after)
 
 
+def acknowledgement_allowed() -> bool:
+    """Whether this request may cause one more acknowledgement: MAIL_ACK_PER_CLIENT_PER_HOUR per client address for
+    anonymous callers (counted here), always for a signed-in agent or a script with a token."""
+    if g.get("identity") is not None:
+        return True
+    runtime = current_app.extensions["supportrag"]
+    with runtime.session() as session:
+        count = count_hit(session, f"acknowledgements:{request.remote_addr}", 3600)
+    return count.hits <= runtime.settings.mail_ack_per_client_per_hour
+
+
 def login_bucket(username: str, client: str | None) -> str:
     """The throttle key of a username as typed (NFKC, trimmed, case-folded: "OTHER", " other" and "oThEr" are
     one) from one client address; hashed, so the table never holds what was typed."""

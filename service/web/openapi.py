@@ -16,6 +16,8 @@ from service.validation import QUERY_MAX
 from service.web.access import PUBLIC_ENDPOINTS, is_public
 from service.web.errors import ApiError
 from service.web.openapi_desk import DESK_SCHEMAS, desk_list_parameters, desk_operations
+from service.web.openapi_gate import GATE_SCHEMAS, gate_operations
+from service.web.openapi_privacy import PRIVACY_SCHEMAS, privacy_operations
 from service.web.openapi_schemas import SCHEMAS, ref
 
 openapi = Blueprint("openapi", __name__, url_prefix="/api")
@@ -26,7 +28,8 @@ ERROR_STATUSES = {
     "403": "the caller's role may not do this (an agent managing articles), a token calling a session-only "
            "operation (the composer), or a CSRF failure",
     "404": "no such resource",
-    "409": "the candidate or proposal was already decided, or its article changed since; a rating before the solve",
+    "409": "the candidate or proposal was already decided, or its article changed since; a rating before the solve; "
+           "an article edited since the `version` sent (`version_conflict`, with the current article)",
     "413": "request body larger than SUPPORTRAG_MAX_REQUEST_BYTES",
     "415": "the body is not `Content-Type: application/json`",
     "429": "rate limited; see `Retry-After`",
@@ -108,7 +111,8 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
      ("200", "WorkTicketEnvelope"), [_path_id("ticket_id")]),
     ("/api/inbound/email", "post", "inbound.email",
      "Raw MIME from a mail provider, signed with a timestamp (`X-Signature: t=…,v1=…`); stored, then a follow-up, "
-     "a new ticket, a duplicate (a replay), ignored or quarantined; 503 while the database is down",
+     "a new ticket, a duplicate (a replay), ignored or quarantined; 503 while the database is down; 413 only above "
+     "INBOUND_RAW_MAX_BYTES (not SUPPORTRAG_MAX_REQUEST_BYTES: the attachment caps apply after storing)",
      "RawEmail", ("200", "InboundOutcome"), [SIGNATURE_HEADER]),
     ("/api/tickets/{ticket_id}/attachments/{attachment_id}", "get", "attachments.agent_download",
      "Download an attachment of the ticket's thread (always as a file: `Content-Disposition: attachment`)", None,
@@ -152,6 +156,8 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
      "The article's importance audit log: who, when, from → to, why", None, ("200", "ImportanceChanges"),
      [_path_id("article_id")]),
     *desk_operations(_query, _path_id, SECRET_HEADER),
+    *gate_operations(_query, _path_id),
+    *privacy_operations(_query, _path_id),
     ("/api/openapi.json", "get", "openapi.spec", "This description", None, ("200", None), []),
     ("/api/docs", "get", "openapi.docs", "This description as a page", None, ("200", None), []),
 ]
@@ -215,7 +221,7 @@ def build_spec(settings: Settings) -> dict[str, Any]:
             "Support-ticket answering on PostgreSQL + pgvector. Every error has one shape (`Error`); "
             "unknown fields are refused by name.")},
         "paths": paths,
-        "components": {"schemas": SCHEMAS | DESK_SCHEMAS,
+        "components": {"schemas": SCHEMAS | DESK_SCHEMAS | GATE_SCHEMAS | PRIVACY_SCHEMAS,
                        "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer",
                                                           "description": "`supportrag token create`"}}},
     }

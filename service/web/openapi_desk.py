@@ -55,14 +55,16 @@ def desk_list_parameters(query) -> list[dict[str, Any]]:
     text = {"type": "string", "maxLength": 200, "pattern": "^[^\\u0000-\\u0008\\u000a-\\u001f\\u007f]*$"}
     return [query("queue", {"enum": list(QUEUES)}, "mine (open and pending), unassigned, open, pending, solved, all "
                                                    "(default), overdue"),
-            query("q", text, "full-text search over subject and thread (web-search syntax: \"a phrase\", -not, or)"),
+            query("q", text, "full-text search over subject and thread (web-search syntax: \"a phrase\", -not, or), "
+                             "or a customer's address (with an `@`: part of one, such as `@acme.com`)"),
             query("state", {"enum": [*WORK_STATES, "none"]}, "work state (none: no agent needed)"),
             query("assignee", text, "a username (an unknown one matches nothing), or `none`"),
             query("tag", text, "only tickets with this tag"),
             query("since", DAY, "created on or after this day (UTC)"),
             query("until", DAY, "created on or before this day (UTC)"),
             query("status", {"enum": list(TICKET_STATUSES)}, "the AI's status"),
-            query("article_id", {"type": "integer", "minimum": 1, "maximum": 2**62}, "tickets that retrieved it")]
+            query("article_id", {"type": "integer", "minimum": 1, "maximum": 2**62}, "tickets that retrieved it"),
+            query("customer", text, "only this customer's address (any case)")]
 
 
 def desk_operations(query, path_id, secret_header) -> list[tuple]:

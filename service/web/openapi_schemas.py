@@ -126,11 +126,12 @@ SCHEMAS: dict[str, Any] = {
                                 "details": {"type": "object"}}, ["code", "message", "details"], closed=True)},
                  ["error"], closed=True),
     "ArticleCreate": obj(ARTICLE_FIELDS, ["title", "content"], closed=True),
-    "ArticleUpdate": obj(ARTICLE_FIELDS, closed=True),
+    "ArticleUpdate": obj({**ARTICLE_FIELDS, "version": {"type": "integer", "minimum": 1}}, closed=True),
     "Article": obj({
         "id": INTEGER, "title": STRING, "content": STRING, "category": nullable(STRING), "importance": NUMBER,
         "created_at": TIMESTAMP, "updated_at": TIMESTAMP, "embedding_model": nullable(STRING),
         "embedding_status": {"enum": ["embedded", "pending", "stale"]}, "embedding_error": nullable(STRING),
+        "version": INTEGER,
     }, ["id", "title", "content", "category", "importance", "created_at", "updated_at", "embedding_status"]),
     "ArticleEnvelope": obj({"article": ref("Article")}, ["article"]),
     "ArticlePage": obj({"articles": {"type": "array", "items": ref("Article")}, **PAGE_FIELDS},
@@ -235,7 +236,12 @@ SCHEMAS: dict[str, Any] = {
         obj({"number": INTEGER, "ticket_id": INTEGER, "title": STRING, "url": STRING},
             ["number", "ticket_id", "title", "url"])]}},
         "mode": {"enum": ["llm", "extractive", "none"]}, "id": INTEGER, "grounded": BOOLEAN,
-        "notice": nullable(STRING)}, ["draft", "citations", "grounded"]),
+        "notice": nullable(STRING),
+        # Issue 34: articles near the question under the answer gate: shown as nearest, never cited.
+        "nearest": {"type": "array", "items": obj({"article_id": INTEGER, "title": STRING, "section": nullable(STRING),
+                                                   "similarity": nullable({"type": "number"})},
+                                                  ["article_id", "title", "similarity"])}},
+        ["draft", "citations", "grounded"]),
     # Issue 25 (agent-work): the composer saved as typed, similar solved tickets.
     "ComposerSave": obj({"body": {"type": "string", "maxLength": BODY_MAX, "pattern": NO_NUL_PATTERN},
                          "after_message_id": {"type": "integer", "minimum": 0}}, ["body"], closed=True),

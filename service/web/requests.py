@@ -7,6 +7,7 @@ from typing import Any, Collection
 
 from flask import current_app, g, request
 
+from service.config import Settings
 from service.runtime import Runtime
 from service.web.errors import ApiError
 from service.web.payload import parse_json_object
@@ -34,6 +35,27 @@ def json_body(allowed: Collection[str] | None = None) -> dict[str, Any]:
     if not request.is_json:
         raise ApiError(415, "unsupported_media_type", "send a JSON body with Content-Type: application/json")
     return parse_json_object(request.get_data(cache=True), allowed=allowed)
+
+
+REQUEST_OVERHEAD_BYTES = 256 * 1024  # a reply's text, JSON or multipart framing, around its files
+
+
+def request_cap(settings: Settings, endpoint: str | None, default: int | None) -> int | None:
+    """The largest body ``endpoint`` takes: an e-mail's INBOUND_RAW_MAX_BYTES, a reply's attachment caps (base64 in
+    JSON), else ``default`` (MAX_CONTENT_LENGTH: SUPPORTRAG_MAX_REQUEST_BYTES, the JSON APIs' 1 MiB)."""
+    if endpoint == "inbound.email":
+        return settings.inbound_raw_max_bytes
+    if endpoint in ("tickets_api.tickets_replies", "inbox.reply"):
+        return max(default or 0, settings.reply_attachments_max_bytes * 4 // 3 + REQUEST_OVERHEAD_BYTES)
+    return default
+
+
+def apply_request_cap() -> None:
+    """Before every request, first: the cap of this endpoint's body (413 above it, in the error shape)."""
+    default = current_app.config.get("MAX_CONTENT_LENGTH")
+    cap = request_cap(runtime().settings, request.endpoint, default)
+    if cap != default:
+        request.max_content_length = cap
 
 
 def check_query_string() -> None:

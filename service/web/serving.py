@@ -23,6 +23,7 @@ from service.knowledge.seeding import seeded_at
 from service.links import base_url
 from service.mail.worker import start_mail_worker, stop_mail_workers
 from service.runtime import Runtime
+from service.privacy.retention import start_retention_thread
 from service.tickets.recovery import start_recovery_thread
 from service.web.app import create_app
 
@@ -208,6 +209,7 @@ def load_app():
         runtime.embedder.embed(["warm up"])
         click.echo(f"worker {os.getpid()} ready: local embedding model loaded", err=True)
     start_recovery_thread(runtime, interval_seconds=RECOVERY_INTERVAL_SECONDS)
+    start_retention_thread(runtime)  # issue 36: raw mail and solved tickets past their retention
     return app
 
 

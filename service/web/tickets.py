@@ -16,11 +16,12 @@ from service.tickets.solving import solve_ticket
 from service.tickets.states import Actor
 from service.tickets.thread import ticket_thread
 from service.mail.outbox import mail_states
-from service.tickets.work import REPLY_FIELDS, acknowledge, assign_ticket, send_reply, work_ticket
+from service.tickets.work import REPLY_FIELDS, acknowledge, assign_ticket, forgo_acknowledgement, send_reply, work_ticket
 from service.tickets.workflow import answer_ticket
 from service.web.attachments import attachment_url
 from service.web.desk import tickets_page
 from service.web.errors import ApiError
+from service.web.limits import acknowledgement_allowed
 from service.web.links import article_link
 from service.web.requests import db, int_arg, json_body, runtime
 
@@ -42,9 +43,12 @@ def tickets_create():
     secret, digest = new_ticket_secret()
     ticket_id = answer_ticket(rt, rt.chat, json_body(TICKET_FIELDS), secret_sha256=digest)
     view = get_ticket(db(), ticket_id)
-    # Owed with the stored ticket (ack_pending): queued now, or escalated when suppressed; a crash before this
+    # Owed with the stored ticket (ack_pending): queued now (or escalated when suppressed); a crash before this
     # commit leaves it owed, and the recovery sweep completes it.
-    acknowledge(db(), rt.settings, ticket_id, answer=view.answer if view.status == "answered" else None)
+    if acknowledgement_allowed():
+        acknowledge(db(), rt.settings, ticket_id, answer=view.answer if view.status == "answered" else None)
+    else:
+        forgo_acknowledgement(db(), ticket_id)  # the client's limit said no: the sweep must not send it later
     db().commit()
     shown = view.to_dict() if g.get("identity") is not None else view.to_public_dict()
     response = jsonify({"ticket": shown, "secret": secret})
@@ -120,7 +124,8 @@ def tickets_draft(ticket_id: int):
     """A new AI draft for the ticket: ``{draft, citations}``; ``?instruction=`` (with a language model)."""
     rt = runtime()
     work_ticket(db(), ticket_id)
-    draft = make_draft(db(), rt, rt.chat, ticket_id, link=article_link, instruction=request.args.get("instruction"))
+    draft = make_draft(db(), rt, rt.chat, ticket_id, link=article_link, instruction=request.args.get("instruction"),
+                       user_id=_my_user_id())
     db().commit()
     return jsonify(draft.to_dict())
 

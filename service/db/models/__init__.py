@@ -4,7 +4,7 @@ Import from here (``from service.db.models import Article``); the submodules spl
 ``base`` (declarative base, column types, app state), ``knowledge``, ``bm25`` (its statistics), ``tickets``,
 ``accounts``, ``agents`` (thread, transitions, drafts, outbox, canned replies), ``learning`` (candidates, importance
 proposals and the importance audit log), ``search_vectors`` (what the exact scan reads, kept by triggers), ``ticket_vectors`` (ticket questions),
-``inbound`` (received e-mail, stored before it is parsed); ``intake`` (the IMAP poller's place in each folder); ``team`` (tags, reads, presence, ratings).
+``inbound`` (received e-mail, stored before it is parsed); ``intake`` (the IMAP poller's place in each folder); ``team`` (tags, reads, presence, ratings); ``gate`` (answer reviews, gate calibrations); ``privacy`` (article versions, the privacy log).
 """
 
 from service.db.models.accounts import (
@@ -32,6 +32,7 @@ from service.db.models.agents import (
 from service.db.models.base import AppState, Base, BinaryVector, length_between
 from service.db.models.bm25 import Bm25Term, Bm25Totals
 from service.db.models.composer import ComposerText
+from service.db.models.gate import GATE_SOURCES, GateCalibration, GateReview
 from service.db.models.idempotency import ReplyIdempotencyKey
 from service.db.models.inbound import INBOUND_STATUSES, InboundEmail
 from service.db.models.intake import ImapFolder
@@ -57,6 +58,7 @@ from service.db.models.learning import (
     ImportanceChange,
     ImportanceProposal,
 )
+from service.db.models.privacy import PRIVACY_EVENT_KINDS, ArticleDraft, ArticleTrash, ArticleVersion, PrivacyEvent
 from service.db.models.search_vectors import search_vectors
 from service.db.models.team import PRESENCE_ACTIVITIES, TAG_PATTERN, TicketPresence, TicketRating, TicketRead, TicketTag
 from service.db.models.ticket_vectors import ticket_vectors
@@ -81,5 +83,7 @@ __all__ = [
     "Bm25Term", "Bm25Totals", "ComposerText", "ReplyIdempotencyKey", "INBOUND_STATUSES", "ImapFolder", "InboundEmail",
     "LoginThrottle", "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation",
     "length_between", "search_vectors", "ticket_vectors",
+    "PRIVACY_EVENT_KINDS", "ArticleDraft", "ArticleTrash", "ArticleVersion", "PrivacyEvent",
     "PRESENCE_ACTIVITIES", "TAG_PATTERN", "TicketPresence", "TicketRating", "TicketRead", "TicketTag",
+    "GATE_SOURCES", "GateCalibration", "GateReview",
 ]

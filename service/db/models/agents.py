@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import ARRAY, TSVECTOR
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
 from service.db.models.base import Base
@@ -101,6 +101,10 @@ class TicketDraft(Base):
     # The reply that started from this draft (or from a later one): a used draft is never offered again.
     used_by_message_id: Mapped[int | None] = mapped_column(
         sa.BigInteger, sa.ForeignKey("ticket_messages.id", ondelete="SET NULL"), nullable=True)
+    # Issue 34 (migration 0033): the newest message when the draft was made (a later customer message makes it
+    # stale), and the articles nearest the question that did not clear the gate (never what the draft cites).
+    thread_message_id: Mapped[int | None] = mapped_column(sa.BigInteger, nullable=True)
+    nearest: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, nullable=False, server_default="[]")
 
     __table_args__ = (sa.Index("ticket_drafts_ticket", "ticket_id", "id"),)
 

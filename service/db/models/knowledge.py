@@ -61,6 +61,8 @@ class Article(Base):
     # The card's vector at the model's width, written with ``embedding`` (service.knowledge.indexing).
     embedding_half: Mapped[Any | None] = half_column()
     bm25_length: Mapped[int | None] = unit_length_column(CARD_SEARCH_VECTOR)  # migration 0014
+    # The number of the newest row in article_versions, kept by triggers (migration 0031): the optimistic lock.
+    version: Mapped[int] = mapped_column(sa.Integer, nullable=False, server_default="1")
 
     __table_args__ = (
         sa.CheckConstraint(
@@ -83,6 +85,8 @@ class Article(Base):
         sa.Index("knowledge_base_importance", "importance"),  # the pruned BM25 leg's bound on any boost
         sa.Index("knowledge_base_search_vector", "search_vector", postgresql_using="gin"),
         sa.Index("knowledge_base_source_path", "source_path", unique=True),
+        # Categories are one per name whatever the case (migration 0032's trigger folds them on write).
+        sa.Index("knowledge_base_category_lower", sa.func.lower(sa.column("category"))),
     )
 
 

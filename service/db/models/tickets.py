@@ -58,6 +58,8 @@ class Ticket(Base):
     search_vector: Mapped[Any | None] = mapped_column(
         TSVECTOR, sa.Computed("to_tsvector('english'::regconfig, coalesce(subject, ''))", persisted=True),
         nullable=True, deferred=True)
+    # Set when the customer's data was erased (service.privacy): the row stays, without its text, for the counts.
+    erased_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
 
     __table_args__ = (
         sa.CheckConstraint(sa.column("status").in_(TICKET_STATUSES), name="tickets_status_valid"),
@@ -72,6 +74,7 @@ class Ticket(Base):
         sa.Index("tickets_reply_token", "reply_token", unique=True),
         sa.Index("tickets_search_vector", "search_vector", postgresql_using="gin"),
         sa.Index("tickets_customer_email", "customer_email"),
+        sa.Index("tickets_customer_email_lower", sa.func.lower(sa.column("customer_email"))),
         sa.Index("tickets_assignee", "assignee_id", "state"),
         sa.Index("tickets_ack_pending", "created_at", postgresql_where=sa.text("ack_pending")),
     )
@@ -128,6 +131,8 @@ class TicketCitation(Base):
     # The matched section at answer time ("Title › Heading"; NULL for the lead or keyword-only answers).
     section_label: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     section_similarity: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    # The article's version when it was quoted, filled in by a trigger (migration 0031).
+    article_version: Mapped[int | None] = mapped_column(sa.Integer, nullable=True)
 
     __table_args__ = (
         sa.Index("ticket_citations_ticket", "ticket_id"),

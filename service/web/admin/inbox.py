@@ -6,9 +6,18 @@ import secrets
 
 from flask import Blueprint, flash, g, redirect, render_template, request, url_for
 
+from service.tickets.attachments import attachments_by_message
 from service.tickets.canned import FilledCanned, filled_canned
 from service.tickets.composer import last_reply_id, load_composer
-from service.tickets.drafts import DraftView, latest_draft, make_draft, stored_draft_view
+from service.tickets.drafts import (
+    DraftView,
+    customer_has_last_word,
+    draft_signer,
+    latest_draft,
+    make_draft,
+    signed_by,
+    stored_draft_view,
+)
 from service.tickets.idempotency import KEY_MAX, KeyReused, claim_key, fingerprint, record_response
 from service.tickets.states import Actor
 from service.tickets.similar import similar_solved_tickets
@@ -38,12 +47,22 @@ def queue():
     return ticket_list_page()
 
 
-def _draft(ticket_id: int) -> DraftView:
-    """The latest unused AI draft, or a new one (committed: reloading the page shows the same draft)."""
+@inbox.get("/customers/<path:address>", endpoint="customer")
+def customer(address: str):
+    """A customer's page: every ticket from one address (any case), newest first, with the list's filters."""
+    return ticket_list_page("all", customer=address)
+
+
+def _draft(ticket_id: int) -> DraftView | None:
+    """The latest unused AI draft, or a new one (committed: reloading the page shows the same draft); None after
+    an agent's reply until the customer writes again (nothing refills the composer after a send)."""
     stored = latest_draft(db(), ticket_id)
     if stored is not None:
-        return stored_draft_view(db(), stored, article_link)
-    draft = make_draft(db(), runtime(), runtime().chat, ticket_id, link=article_link)
+        view = stored_draft_view(db(), stored, article_link)
+        return signed_by(view, draft_signer(db(), work_ticket(db(), ticket_id), _me()))
+    if not customer_has_last_word(db(), ticket_id):
+        return None
+    draft = make_draft(db(), runtime(), runtime().chat, ticket_id, link=article_link, user_id=_me())
     db().commit()
     return draft
 
@@ -59,7 +78,7 @@ def _canned_choice() -> int | None:
     return canned_id
 
 
-def _composer(ticket_id: int, item, replies: list[FilledCanned]) -> tuple[str, DraftView, str | None, bool]:
+def _composer(ticket_id: int, item, replies: list[FilledCanned]) -> tuple[str, DraftView | None, str | None, bool]:
     """(composer text, the AI draft, the canned reply's title, restored?): the agent's unsent text when it is
     newer than the draft, else a canned reply if asked, else the AI draft."""
     draft, canned_id = _draft(ticket_id), _canned_choice()
@@ -70,7 +89,7 @@ def _composer(ticket_id: int, item, replies: list[FilledCanned]) -> tuple[str, D
     stored = latest_draft(db(), ticket_id)
     if saved and saved.body and (stored is None or saved.updated_at >= stored.created_at):
         return saved.body, draft, None, True
-    return draft.draft, draft, None, False
+    return (draft.draft if draft else ""), draft, None, False
 
 
 @inbox.get("/<int:ticket_id>", endpoint="ticket")
@@ -86,6 +105,8 @@ def ticket(ticket_id: int):
                            mail=mail_statuses(db(), ticket_id), composer=text, draft=draft, canned_title=canned_title,
                            canned=replies, has_llm=runtime().chat is not None, me=_me(), restored=restored,
                            similar=similar, min_similar=runtime().settings.similar_ticket_min_similarity,
+                           files=attachments_by_message(db(), ticket_id),
+                           floor=runtime().settings.answer_min_similarity,
                            idempotency_key=secrets.token_urlsafe(16), last_reply_id=last_reply_id(db(), ticket_id, _me()))
 
 
@@ -102,7 +123,7 @@ def regenerate(ticket_id: int):
     """A new draft following the agent's instruction (with a language model)."""
     work_item(db(), ticket_id)
     try:
-        make_draft(db(), runtime(), runtime().chat, ticket_id, link=article_link,
+        make_draft(db(), runtime(), runtime().chat, ticket_id, link=article_link, user_id=_me(),
                    instruction=request.form.get("instruction", "").strip() or None)
     except ValidationError as exc:
         flash(f"No new draft: {exc.message}.", "error")

@@ -20,6 +20,7 @@ from service.knowledge.importance import (
     list_proposals,
     refresh_proposals,
 )
+from service.knowledge.importance_progress import proposal_progress
 from service.retrieval.what_if import what_if_for_questions
 from service.validation import ValidationError
 from service.web.admin.pages import nav_context
@@ -47,15 +48,20 @@ def importance():
                 for p in proposals}
     decided = [p for p in list_proposals(db(), status=None) if p.status != "pending"][:RECENT]
     return render_template("admin/importance.html", proposals=proposals, what_ifs=what_ifs, decided=decided,
-                           settings=runtime().settings)
+                           settings=runtime().settings, progress=proposal_progress(db(), runtime().settings))
 
 
 @admin_learning.post("/importance/refresh")
 def importance_refresh():
     """Recount the outcomes and store the rule's proposals."""
-    count = len(refresh_proposals(db(), runtime().settings))
+    settings = runtime().settings
+    count = len(refresh_proposals(db(), settings))
+    progress = proposal_progress(db(), settings)
     db().commit()
-    flash(f"Recounted: {count} proposal{'' if count == 1 else 's'} pending.", "success")
+    short = sum(1 for row in progress if row.missing)
+    flash(f"Recounted the last {settings.importance_window_days} days: {len(progress)} article"
+          f"{'' if len(progress) == 1 else 's'} with outcomes, {count} proposal{'' if count == 1 else 's'} pending"
+          f"{f', {short} still short of {settings.importance_min_outcomes} outcomes' if short else ''}.", "success")
     return redirect(url_for("admin_learning.importance"))
 
 

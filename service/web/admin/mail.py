@@ -6,8 +6,8 @@ from __future__ import annotations
 from flask import Blueprint, flash, redirect, render_template, url_for
 
 from service.intake.receive import handle_stored
-from service.intake.store import discard_inbound, inbound_counts, open_inbound, reopen_inbound
-from service.mail.outbox import NotFailed, failed_mail, retry_failed_mail
+from service.intake.store import automatic_inbound, discard_inbound, inbound_counts, open_inbound, reopen_inbound
+from service.mail.outbox import NotFailed, failed_mail, retry_failed_mail, retrying_mail
 from service.web.admin.pages import nav_context
 from service.web.errors import ApiError
 from service.web.links import ticket_link
@@ -21,7 +21,7 @@ admin_mail.context_processor(nav_context)
 def index():
     """The quarantine, inbound mail stored but not handled, and failed outgoing mail."""
     return render_template("admin/mail.html", inbound=open_inbound(db()), counts=inbound_counts(db()),
-                           failed=failed_mail(db()))
+                           failed=failed_mail(db()), retrying=retrying_mail(db()), automatic=automatic_inbound(db()))
 
 
 def _not_found(what: str, exc: LookupError) -> ApiError:

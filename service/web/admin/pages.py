@@ -21,12 +21,14 @@ from service.knowledge.articles import (
 )
 from service.knowledge.audit import importance_history
 from service.knowledge.indexing import list_sections
+from service.knowledge.versions import ChangeContext, VersionConflict
 from service.retrieval.ranking import formula_text, relevance_kind
 from service.tickets.queries import TicketNotFound, get_ticket, list_tickets
 from service.validation import ValidationError
 from service.web.access import log_in, log_out, log_out_everywhere
 from service.web.admin.ticket_list import ticket_list_page
 from service.web.limits import clear_login_failures, login_bucket, reserve_login_attempt
+from service.web.learning import actor
 from service.web.requests import db, page_count, parse_whole_number, runtime
 
 admin = Blueprint("admin", __name__, url_prefix="/admin")
@@ -66,6 +68,11 @@ def _page_number() -> int:
 def _active_model() -> str:
     """The active embedding model's name."""
     return runtime().embedder.model_name
+
+
+def _page_change() -> ChangeContext:
+    """The logged-in admin as the author of a version written from these pages."""
+    return ChangeContext(actor() or "anonymous", "page")
 
 
 def _article_form() -> dict[str, Any]:
@@ -168,7 +175,8 @@ def article_new():
         except ValueError:
             importance = form["importance"]  # the use case names the problem
         try:
-            stored = add_article(db(), runtime().embedder, {**_article_form(), "importance": importance})
+            stored = add_article(db(), runtime().embedder, {**_article_form(), "importance": importance},
+                                 change=_page_change())
         except ValidationError as exc:
             errors = exc.details
             flash(f"Not saved: {exc.message}.", "error")
@@ -194,15 +202,20 @@ def article(article_id: int):
 def article_update(article_id: int):
     """Save title, content and category (changed text is re-embedded)."""
     try:
-        stored = update_article(db(), runtime().embedder, article_id, _article_form())
-    except ValidationError as exc:
-        flash(f"Not saved: {exc.message}.", "error")
+        stored = update_article(db(), runtime().embedder, article_id, _article_form(), change=_page_change(),
+                                expected_version=parse_whole_number(request.form.get("version")))
+    except (ValidationError, VersionConflict) as exc:
+        conflict = isinstance(exc, VersionConflict)
+        db().rollback()
+        flash("Not saved: someone changed this article since you opened it (now version "
+              f"{exc.current}). Your text is below; see History for theirs." if conflict
+              else f"Not saved: {exc.message}.", "error")
         stored = get_article(db(), article_id, runtime().embedder.model_name)
         _, ticket_count = list_tickets(db(), article_id=article_id, per_page=1)
-        return render_template("admin/article.html", article=stored, form=_article_form(), errors=exc.details,
-                               ticket_count=ticket_count,
+        return render_template("admin/article.html", article=stored, form=_article_form(),
+                               errors={} if conflict else exc.details, ticket_count=ticket_count,
                                sections=list_sections(db(), article_id, _active_model()),
-                               importance_log=importance_history(db(), article_id)), 400
+                               importance_log=importance_history(db(), article_id)), 409 if conflict else 400
     db().commit()
     flash("Changes saved." + (f" Embedding pending: {stored.embedding_error}" if stored.embedding_error else ""),
           "error" if stored.embedding_error else "success")
@@ -213,7 +226,7 @@ def article_update(article_id: int):
 def article_delete(article_id: int):
     """Delete an article (the page asks for confirmation first)."""
     title = get_article(db(), article_id, runtime().embedder.model_name).title
-    delete_article(db(), article_id)
+    delete_article(db(), article_id, change=_page_change())
     db().commit()
     flash(f"Deleted “{title}”.", "success")
     return redirect(url_for("admin.articles"))

@@ -34,9 +34,12 @@ def _page_arguments(default_queue: str) -> tuple[dict[str, str], int]:
     return args, page
 
 
-def ticket_list_page(default_queue: str = "unassigned"):
-    """The one ticket list: a queue, the search box and filters, every queue's count, bulk actions."""
+def ticket_list_page(default_queue: str = "unassigned", *, customer: str | None = None):
+    """The one ticket list: a queue, the search box and filters, every queue's count, bulk actions; with
+    ``customer``, only that address's tickets (the customer page)."""
     args, page = _page_arguments(default_queue)
+    if customer:
+        args["customer"] = customer
     try:
         filters = filters_from(args)
         items, total = list_desk(db(), filters, user_id=my_user_id(), page=page, per_page=PER_PAGE)

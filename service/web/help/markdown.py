@@ -11,7 +11,9 @@ from markupsafe import Markup, escape
 from service.knowledge.sections import PATH_SEPARATOR as SECTION_SEPARATOR
 
 # CommonMark with raw HTML off: whatever an article holds is escaped; markdown-it also refuses javascript: links.
-_MARKDOWN = MarkdownIt("commonmark", {"html": False})
+# Tables (the GFM pipe-table extension) are on: pricing and limits pages are made of them; their cells are inline
+# markdown like any paragraph, so the same escaping and the answer's link filter apply inside them.
+_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
 _NOT_SLUG = re.compile(r"[^\w\s-]")
 _SEPARATORS = re.compile(r"[\s_-]+")
 _CITATION = re.compile(r"(\[\d{1,2}\])")
@@ -31,9 +33,18 @@ def section_anchor(label: str | None) -> str | None:
     return slugify(label.rsplit(SECTION_SEPARATOR, 1)[1])
 
 
+def _aligned_by_class(tokens: list[Token]) -> list[Token]:
+    """A table column's alignment as a class (``align-right``): the pages' CSP refuses inline style attributes."""
+    for token in tokens:
+        if token.type in ("th_open", "td_open") and (style := str(token.attrGet("style") or "")):
+            token.attrs.pop("style", None)
+            token.attrSet("class", "align-" + style.removeprefix("text-align:"))
+    return tokens
+
+
 def render_article(content: str) -> Markup:
     """HTML for an article body; every heading gets an id from its text (repeats get -2, -3…)."""
-    tokens = _MARKDOWN.parse(content)
+    tokens = _aligned_by_class(_MARKDOWN.parse(content))
     seen: dict[str, int] = {}
     for index, token in enumerate(tokens):
         if token.type == "heading_open":
@@ -75,7 +86,7 @@ def _local_links_only(children: list[Token]) -> list[Token]:
 
 def render_answer(answer: str, links: dict[int, str]) -> Markup:
     """HTML for an answer (markdown, raw HTML escaped, only on-site links), ``[n]`` linked to ``links[n]``."""
-    tokens = _MARKDOWN.parse(_BULLET_LINE.sub(r"\1- ", answer))
+    tokens = _aligned_by_class(_MARKDOWN.parse(_BULLET_LINE.sub(r"\1- ", answer)))
     for token in tokens:
         if token.type == "inline" and token.children:
             token.children = [piece for child in _local_links_only(token.children)

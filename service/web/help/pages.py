@@ -36,6 +36,7 @@ from service.validation import ValidationError
 from service.web.errors import ApiError
 from service.web.help.markdown import render_answer, render_article, section_anchor
 from service.links import LINK_PARAMETER, verify_ticket_link
+from service.web.limits import acknowledgement_allowed
 from service.web.requests import db, runtime
 
 help_pages = Blueprint("help", __name__, url_prefix="/help")
@@ -180,7 +181,7 @@ def _escalate(ticket_id: int, key: Any, email: str, *, asked_for_person: bool) -
     settings = runtime().settings
     view = escalate(db(), ticket_id, key, email=email, asked_for_person=asked_for_person,
                     first_response_hours=settings.first_response_hours)
-    if view.escalated_now:
+    if view.escalated_now and acknowledgement_allowed():
         acknowledge(db(), settings, ticket_id, answer=None)
         notify_unassigned(db(), settings, db().get(Ticket, ticket_id))
 

@@ -22,6 +22,8 @@
     let saved = restored ? initial : null;  // what the server holds (null: unknown, e.g. the AI draft shown)
     let timer = null;
     let leaving = false;  // a submit of this page's own forms: the text is saved, nothing to ask
+    let inFlight = null;  // issue 34: the autosave on its way, if any (a send waits for it)
+    let sending = false;
 
     function unsent() {
       return textarea.value.trim() !== "" && (restored || textarea.value !== initial);
@@ -31,11 +33,13 @@
       clearTimeout(timer);
       timer = null;
       const body = textarea.value;
-      if (body === saved || (saved === null && body === initial)) return;
+      if (leaving || body === saved || (saved === null && body === initial)) return;
+      // after_message_id: a save that arrives after this agent's next reply is refused (409), not restored.
+      const request = send("PUT", composerUrl,
+                           { body: body, after_message_id: Number(form.dataset.lastReplyId || 0) }, keepalive);
+      inFlight = request;
       try {
-        // after_message_id: a save that arrives after this agent's next reply is refused (409), not restored.
-        const data = await send("PUT", composerUrl,
-                                { body: body, after_message_id: Number(form.dataset.lastReplyId || 0) }, keepalive);
+        const data = await request;
         saved = body;
         const when = data.composer.updated_at ? new Date(data.composer.updated_at).toLocaleTimeString() : "";
         status.textContent = data.composer.body ? "Saved " + when + "." : "";
@@ -43,6 +47,8 @@
       } catch (error) {
         status.textContent = "Not saved: " + error.message;
         status.dataset.saved = "false";
+      } finally {
+        if (inFlight === request) inFlight = null;
       }
     }
 
@@ -54,10 +60,11 @@
 
     let submitted = false;  // a double click sends once (the server also keeps the form's idempotency key)
     form.addEventListener("submit", function (event) {
-      if (submitted) {
+      if (submitted) {  // a double click sends once (the server also keeps the form's idempotency key)
         event.preventDefault();
         return;
       }
+      if (sending) return;  // the send resumed after the autosave landed
       const notice = document.getElementById("draft-notice");
       const line = notice ? notice.dataset.notice : "";
       if (line && textarea.value.includes(line) &&
@@ -68,6 +75,13 @@
       clearTimeout(timer);
       submitted = true;
       leaving = true;  // sent: the server clears the saved text with the reply
+      if (inFlight) {
+        // Issue 34: an autosave still on its way could land after the reply and refill the composer: send after it.
+        event.preventDefault();
+        sending = true;
+        const submitter = event.submitter;
+        inFlight.catch(function () {}).then(function () { form.requestSubmit(submitter); });
+      }
     });
 
     // The page's other forms reload this page (assign, regenerate, the no-script canned fallback): save first.
@@ -96,9 +110,18 @@
     return { textarea: textarea, save: save };
   }
 
+  // A blank line between the inserted text and whatever is already on either side of the cursor
+  // ("…Tallybook Support" + "Hi Maria," must not run together).
+  function separated(before, text, after) {
+    const lead = before.trim() === "" ? "" : before.endsWith("\n\n") ? "" : before.endsWith("\n") ? "\n" : "\n\n";
+    const tail = after.trim() === "" ? "" : after.startsWith("\n\n") ? "" : after.startsWith("\n") ? "\n" : "\n\n";
+    return lead + text.trim() + tail;
+  }
+
   function insertAtCursor(textarea, text) {
     const start = textarea.selectionStart, end = textarea.selectionEnd;
-    textarea.setRangeText(text, start, end, "end");
+    const value = textarea.value;
+    textarea.setRangeText(separated(value.slice(0, start), text, value.slice(end)), start, end, "end");
     textarea.focus();
     textarea.dispatchEvent(new Event("input", { bubbles: true }));
   }

@@ -1,0 +1,1 @@
+"""The calibrated answer gate: evidence features, the calibrator, threshold choice, team reviews; imports retrieval and db, never web."""

@@ -1,0 +1,88 @@
+"""Choosing the confidence threshold for a target precision (issue 34 item 5): Clopper–Pearson lower bounds,
+tested in a fixed sequence from the strictest threshold down, as in Learn then Test. Pure, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+from scipy.stats import beta
+
+GRID = tuple(round(1.0 - i / 200, 3) for i in range(1, 200))  # 0.995 … 0.005, strictest first (fixed in advance)
+MIN_ANSWERED = 10  # a threshold answering fewer labelled tickets is skipped, not tested (its bound is vacuous)
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """Answering every labelled ticket whose confidence reaches ``threshold``."""
+
+    threshold: float
+    answered: int
+    right: int
+    precision: float | None
+    precision_lower_bound: float | None
+    coverage: float
+
+    def to_dict(self) -> dict:
+        """JSON form (the curve of GET /api/gate)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ThresholdChoice:
+    """The chosen threshold and the point it gives. ``target_met`` False: no tested threshold reached the target,
+    and the threshold is the best-supported one (the highest lower bound) instead; None when no threshold answers
+    MIN_ANSWERED labelled tickets."""
+
+    threshold: float | None
+    point: CurvePoint | None
+    curve: list[CurvePoint]
+    target_met: bool
+
+
+def clopper_pearson_lower(right: int, answered: int, confidence: float) -> float:
+    """One-sided lower bound on precision at ``confidence`` (exact binomial, Clopper–Pearson)."""
+    if answered <= 0 or right <= 0:
+        return 0.0
+    return float(beta.ppf(1.0 - confidence, right, answered - right + 1))
+
+
+def curve_point(confidences: Sequence[float], correct: Sequence[bool], threshold: float,
+                confidence: float) -> CurvePoint:
+    """Precision, its lower bound and coverage when answering at ``threshold``."""
+    answered = [ok for c, ok in zip(confidences, correct) if c >= threshold]
+    right = sum(answered)
+    return CurvePoint(threshold, len(answered), right, right / len(answered) if answered else None,
+                      clopper_pearson_lower(right, len(answered), confidence) if answered else None,
+                      len(answered) / len(confidences) if confidences else 0.0)
+
+
+def precision_curve(confidences: Sequence[float], correct: Sequence[bool], confidence: float,
+                    grid: Sequence[float] = GRID) -> list[CurvePoint]:
+    """One point per threshold of ``grid`` (strictest first): coverage never falls as the threshold falls."""
+    return [curve_point(confidences, correct, t, confidence) for t in grid]
+
+
+def choose_threshold(confidences: Sequence[float], correct: Sequence[bool], *, target: float,
+                     confidence: float, grid: Sequence[float] = GRID) -> ThresholdChoice:
+    """The lowest threshold reached before the first failure, testing from the strictest down, whose lower bound
+    on precision reaches ``target`` (fixed-sequence testing keeps the error level at 1 − ``confidence``)."""
+    curve = precision_curve(confidences, correct, confidence, grid)
+    chosen: CurvePoint | None = None
+    for point in curve:
+        if point.answered < MIN_ANSWERED:
+            continue
+        if point.precision_lower_bound is None or point.precision_lower_bound < target:
+            break
+        chosen = point
+    if chosen is not None:
+        return ThresholdChoice(chosen.threshold, chosen, curve, True)
+    best = best_supported(curve)
+    return ThresholdChoice(best.threshold if best else None, best, curve, False)
+
+
+def best_supported(curve: Sequence[CurvePoint]) -> CurvePoint | None:
+    """The point with the highest lower bound on precision (the lowest threshold among equals): the fallback
+    when the target cannot be shown, so the gate answers where the labels support it most."""
+    tested = [p for p in curve if p.answered >= MIN_ANSWERED and p.precision_lower_bound is not None]
+    return max(tested, key=lambda p: (p.precision_lower_bound, -p.threshold), default=None)

@@ -1,0 +1,105 @@
+"""Issue 34: the threshold choice's properties (Clopper–Pearson, fixed-sequence testing) and the calibrator."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from service.gate.calibrator import Calibrator, fit_calibrator, load_default_calibrator, load_default_threshold
+from service.gate.features import ABSENT_RANK, FEATURE_NAMES, Features
+from service.gate.thresholds import MIN_ANSWERED, choose_threshold, clopper_pearson_lower, precision_curve
+from service.tickets.workflow import CONTEXT_ARTICLES
+from service.gate.evaluation import CONTEXT_ARTICLES as EVAL_CONTEXT_ARTICLES
+
+labelled = st.lists(st.tuples(st.floats(0.0, 1.0), st.booleans()), min_size=1, max_size=300)
+
+
+@settings(max_examples=60, deadline=None)
+@given(labelled, st.sampled_from([0.8, 0.9, 0.95]))
+def test_the_curve_is_monotone_in_coverage(pairs, level):
+    curve = precision_curve([c for c, _ in pairs], [ok for _, ok in pairs], level)
+    coverages = [p.coverage for p in curve]  # strictest threshold first
+    assert coverages == sorted(coverages)
+    assert all(a.answered <= b.answered for a, b in zip(curve, curve[1:]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(labelled, st.sampled_from([0.8, 0.9, 0.95]))
+def test_the_lower_bound_never_exceeds_the_empirical_precision(pairs, level):
+    for point in precision_curve([c for c, _ in pairs], [ok for _, ok in pairs], level):
+        if point.answered:
+            assert point.precision_lower_bound <= point.precision + 1e-12
+
+
+@pytest.mark.parametrize("right, answered", [(9, 10), (45, 50), (1, 1), (30, 40), (0, 5)])
+@pytest.mark.parametrize("level", [0.8, 0.9, 0.99])
+def test_more_labels_give_a_tighter_bound(right, answered, level):
+    bounds = [clopper_pearson_lower(right * k, answered * k, level) for k in (1, 2, 4, 8)]
+    if right == 0:
+        assert bounds == [0.0] * 4
+    else:
+        assert bounds == sorted(bounds) and bounds[0] < bounds[-1] <= right / answered
+
+
+@settings(max_examples=80, deadline=None)
+@given(labelled, st.sampled_from([0.7, 0.8, 0.9]), st.sampled_from([0.8, 0.9]))
+def test_the_chosen_threshold_meets_the_target_on_its_labels(pairs, target, level):
+    scores, correct = [c for c, _ in pairs], [ok for _, ok in pairs]
+    choice = choose_threshold(scores, correct, target=target, confidence=level)
+    if choice.target_met:
+        answered = [ok for c, ok in zip(scores, correct) if c >= choice.threshold]
+        assert len(answered) >= MIN_ANSWERED
+        assert clopper_pearson_lower(sum(answered), len(answered), level) >= target
+        # fixed sequence: every stricter tested threshold passed too
+        for point in choice.curve:
+            if point.threshold > choice.threshold and point.answered >= MIN_ANSWERED:
+                assert point.precision_lower_bound >= target
+
+
+def test_clearly_separated_labels_get_a_threshold_between_the_classes():
+    scores = [0.95] * 60 + [0.2] * 60
+    correct = [True] * 60 + [False] * 60
+    choice = choose_threshold(scores, correct, target=0.9, confidence=0.9)
+    assert choice.target_met and 0.2 < choice.threshold <= 0.95 and choice.point.precision == 1.0
+
+
+def test_an_unreachable_target_falls_back_to_the_best_supported_threshold_and_says_so():
+    scores = [i / 100 for i in range(100)]
+    correct = [i % 3 != 0 for i in range(100)]  # two thirds right everywhere: 0.9 can never be shown
+    choice = choose_threshold(scores, correct, target=0.9, confidence=0.9)
+    assert not choice.target_met and choice.threshold is not None
+    best = max(p.precision_lower_bound for p in choice.curve if p.answered >= MIN_ANSWERED)
+    assert choice.point.precision_lower_bound == best
+
+
+def _features(similarity: float, agree: bool) -> Features:
+    return Features(top_similarity=similarity, section_similarity=similarity, margin=similarity / 3,
+                    bm25_score=10 * similarity, bm25_rank=1 if agree else ABSENT_RANK, legs_agree=agree,
+                    word_overlap=similarity, question_words=6, above_floor=2, heading_similarity=similarity)
+
+
+def test_the_calibrator_learns_that_stronger_evidence_is_more_often_right_and_survives_json():
+    features = [_features(0.3 + i / 100, i % 2 == 0) for i in range(60)]
+    correct = [i >= 25 for i in range(60)]
+    calibrator = fit_calibrator(features, correct, source="team")
+    again = Calibrator.from_dict(json.loads(json.dumps(calibrator.to_dict())))
+    assert again.confidence(_features(0.85, True)) > 0.8 > 0.2 > again.confidence(_features(0.3, False))
+    assert again.confidence(features[7]) == pytest.approx(calibrator.confidence(features[7]))
+
+
+def test_fitting_needs_both_outcomes():
+    with pytest.raises(ValueError, match="both right and wrong"):
+        fit_calibrator([_features(0.5, True)] * 20, [True] * 20, source="team")
+
+
+def test_the_shipped_default_calibrator_loads_over_todays_features():
+    default = load_default_calibrator()
+    assert default.features == FEATURE_NAMES and default.labels > 500 and default.source == "default"
+    assert 0.0 < load_default_threshold() < 1.0
+    assert default.confidence(_features(0.8, True)) > default.confidence(_features(0.35, False))
+
+
+def test_the_evaluation_retrieves_as_many_articles_as_a_ticket():
+    assert EVAL_CONTEXT_ARTICLES == CONTEXT_ARTICLES
