@@ -60,11 +60,11 @@
 
     let submitted = false;  // a double click sends once (the server also keeps the form's idempotency key)
     form.addEventListener("submit", function (event) {
-      if (submitted) {  // a double click sends once (the server also keeps the form's idempotency key)
+      if (sending) return;  // the send resumed after the autosave landed
+      if (submitted) {  // a second click while the first is on its way: ignored
         event.preventDefault();
         return;
       }
-      if (sending) return;  // the send resumed after the autosave landed
       const notice = document.getElementById("draft-notice");
       const line = notice ? notice.dataset.notice : "";
       if (line && textarea.value.includes(line) &&
