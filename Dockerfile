@@ -6,7 +6,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     HF_HUB_OFFLINE=1 \
     SUPPORTRAG_HOST=0.0.0.0 \
-    PORT=5000
+    PORT=5000 \
+    SUPPORTRAG_MODEL_DIR=/opt/supportrag/models
 
 WORKDIR /app
 # Install dependencies first so code changes don't reinstall torch.
@@ -16,6 +17,9 @@ COPY pyproject.toml README.md ./
 COPY service/__init__.py service/__init__.py
 RUN pip install --no-cache-dir -e . && rm -rf /root/.cache
 COPY . .
+# The ONNX graph, exported once into the image (files readable by the service user): no container start, and no
+# worker, exports it again.
+RUN supportrag model export
 
 RUN useradd --create-home --uid 10001 supportrag
 USER supportrag

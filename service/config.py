@@ -376,9 +376,9 @@ class Settings:
         "WEB_CONCURRENCY", None, "gunicorn worker processes (`serve --workers`); each runs 4 threads and one "
         "BLAS/torch thread", area=WEB, low=1, default_text="one per core")
     public_url: str | None = text(
-        "SUPPORTRAG_PUBLIC_URL", None, "the help center's address, for links in e-mails and drafts "
-        "(`supportrag mail pipe` has no request: set it)", area=WEB, parse=_public_url,
-        default_text="the request's host")
+        "SUPPORTRAG_PUBLIC_URL", None, "the help center's address, for links in e-mails and drafts (never the "
+        "request's host); required with `SMTP_HOST`", area=WEB, parse=_public_url,
+        default_text="`http://SUPPORTRAG_HOST:PORT`")
     max_request_bytes: int = integer("SUPPORTRAG_MAX_REQUEST_BYTES", 1024 * 1024,
                                      "largest accepted request body (413 above)", area=WEB, low=1)
     secret_key: str | None = text(
@@ -473,6 +473,9 @@ class Settings:
             raise ConfigError("SUPPORTRAG_SESSION_IDLE_SECONDS must be at most SUPPORTRAG_SESSION_LIFETIME_SECONDS")
         if self.mail_reply_to is not None and self.mail_reply_to.count("{token}") != 1:
             raise ConfigError("MAIL_REPLY_TO must contain {token} once, e.g. support+{token}@example.com")
+        if self.smtp_host and not self.public_url:  # links in e-mails must not come from a request's Host header
+            raise ConfigError("SMTP_HOST needs SUPPORTRAG_PUBLIC_URL (the help center's address for e-mail links), "
+                              "e.g. https://help.example.com")
         if self.imap_host and not (self.imap_username and self.imap_password):
             raise ConfigError("IMAP_HOST needs IMAP_USERNAME and IMAP_PASSWORD (an app password for hosted mail)")
         if self.imap_processed_folder is not None and self.imap_processed_folder == self.imap_folder:

@@ -85,6 +85,28 @@ def test_the_composer_is_saved_per_agent_and_ticket_and_cleared_by_sending(seede
     assert sent.status_code == 201 and agent.get(url).get_json()["composer"]["body"] == ""
 
 
+def test_issue_33_an_autosave_in_flight_when_the_reply_was_sent_is_refused(seeded, app, client, agent):
+    ticket_id = _ticket(client, "Do you ship parrot food to Mars?")
+    url, headers = f"/api/tickets/{ticket_id}/composer", _csrf(agent)
+    page = agent.get(f"/admin/inbox/{ticket_id}").get_data(as_text=True)
+    known = int(re.search(r'data-last-reply-id="(\d+)"', page).group(1))
+    assert agent.put(url, json={"body": "Dear Bo, we", "after_message_id": known}, headers=headers).status_code == 200
+    sent = agent.post(f"/api/tickets/{ticket_id}/replies", json={"body": "Dear Bo, we ship to Earth only."},
+                      headers=headers)
+    assert sent.status_code == 201
+    # The page's last autosave, sent before the reply, arrives after it: not restored, so never sent twice.
+    late = agent.put(url, json={"body": "Dear Bo, we ship to Earth only.", "after_message_id": known},
+                     headers=headers)
+    assert_error(late, 409, "composer_stale")
+    assert_error(agent.put(url, json={"body": "Dear Bo, we ship to Earth only."}, headers=headers), 409,
+                 "composer_stale")  # without the field: the sent text itself is refused
+    assert agent.get(url).get_json()["composer"]["body"] == ""
+    fresh = int(re.search(r'data-last-reply-id="(\d+)"', agent.get(f"/admin/inbox/{ticket_id}")
+                          .get_data(as_text=True)).group(1))
+    assert fresh == sent.get_json()["message"]["id"]
+    assert agent.put(url, json={"body": "A new reply", "after_message_id": fresh}, headers=headers).status_code == 200
+
+
 def test_the_workspace_restores_the_unsent_text_instead_of_the_draft(seeded, client, agent):
     ticket_id = _ticket(client, "Do you ship parrot food to Mars?")
     agent.put(f"/api/tickets/{ticket_id}/composer", json={"body": "Half a <reply> & more"}, headers=_csrf(agent))

@@ -146,6 +146,16 @@ def test_seed_inserts_the_default_articles_once_then_says_already_seeded(cli_env
     assert run_json("stats")["articles"] == 5
 
 
+def test_seed_remove_deletes_the_unedited_defaults_and_they_never_come_back(cli_env, db_engine):
+    run("seed")
+    with db_engine.begin() as conn:
+        conn.execute(sa.text("UPDATE knowledge_base SET content = content || ' Edited.' WHERE id = "
+                             "(SELECT min(id) FROM knowledge_base)"))
+    assert run("seed", "--remove").stdout.strip() == "removed 4 default articles"
+    assert "already seeded" in run("seed").stdout
+    assert run_json("stats")["articles"] == 1
+
+
 def test_reembed_embeds_exactly_the_pending_and_stale_rows(cli_env, db_engine):
     run("seed")
     with db_engine.begin() as conn:

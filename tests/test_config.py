@@ -61,7 +61,8 @@ def test_a_plain_field_keeps_its_default_and_is_left_out_of_the_table():
 
 
 def test_the_attribute_names_other_code_uses_are_kept():
-    settings = Settings.from_env({"SMTP_HOST": "mail.example.com", "WEB_CONCURRENCY": "3", "SMTP_STARTTLS": "yes"})
+    settings = Settings.from_env({"SMTP_HOST": "mail.example.com", "WEB_CONCURRENCY": "3", "SMTP_STARTTLS": "yes",
+                                  "SUPPORTRAG_PUBLIC_URL": "https://help.example.com"})
     assert (settings.smtp_host, settings.web_concurrency, settings.smtp_starttls) == ("mail.example.com", 3, True)
     assert (settings.smtp_port, settings.rate_limit_login, settings.public_search) == (25, (10, 60), True)
 

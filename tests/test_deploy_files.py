@@ -42,3 +42,9 @@ def test_dockerfile_serves_on_all_interfaces_with_the_console_script():
     assert "SUPPORTRAG_HOST=0.0.0.0" in dockerfile
     assert 'CMD ["supportrag", "serve"' in dockerfile
     assert "/healthz" in dockerfile
+
+
+def test_the_image_exports_the_model_once_at_build_time_into_a_fixed_folder():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "RUN supportrag model export" in dockerfile and "SUPPORTRAG_MODEL_DIR=" in dockerfile
+    assert dockerfile.index("RUN supportrag model export") < dockerfile.index("USER supportrag")

@@ -162,3 +162,20 @@ def test_item_9_serve_answers_a_ticket_a_dead_worker_left_received(served):
         assert status == "answered"
     finally:
         engine.dispose()
+
+
+def test_issue_33_serve_dev_runs_recovery_too(fresh_database_url, tmp_path):
+    leave_a_stuck_ticket(fresh_database_url)
+    engine = create_engine(fresh_database_url, pool_size=1)
+    try:
+        with running_server("--dev", database_url=fresh_database_url, data_dir=tmp_path):
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                with engine.connect() as conn:
+                    status = conn.scalar(sa.select(Ticket.status).where(Ticket.subject == STUCK_SUBJECT))
+                if status != "received":
+                    break
+                time.sleep(0.5)
+        assert status == "answered"
+    finally:
+        engine.dispose()

@@ -35,7 +35,7 @@ GRAPH = {module_name(path): imports_of(path) for path in SERVICE.rglob("*.py")}
 # package's __init__, the public Python API) is the top; runtime wires config, db, providers and knowledge for
 # the layers above, which take it as an argument.
 LAYERS = (
-    ("service.config", "service.config_table"), ("service.db",), ("service.providers",), ("service.validation",), ("service.knowledge",),
+    ("service.config", "service.config_table"), ("service.links",), ("service.db",), ("service.providers",), ("service.validation",), ("service.knowledge",),
     ("service.runtime",), ("service.retrieval",), ("service.gate",),
     # Outbound mail (compose, outbox, worker) is queued by the ticket use cases; the inbound adapters drive them.
     ("service.mail",), ("service.tickets",), ("service.intake",), ("service.privacy",), ("service.accounts",),

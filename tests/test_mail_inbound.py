@@ -283,6 +283,28 @@ def test_item_5_a_replay_inside_the_window_is_a_duplicate_even_without_a_message
     assert again["ticket_id"] == first["ticket_id"] and count(session, Ticket) == 1
 
 
+def test_issue_33_a_reused_message_id_with_different_bytes_is_stored_under_its_own_key(inbound, anonymous_client,
+                                                                                       session):
+    assert outcome_of(anonymous_client, email_bytes(message_id="<same@customer.test>"))["action"] == "new_ticket"
+    other = email_bytes(sender="Eve <eve@example.com>", body="A different question about invoices.",
+                        message_id="<same@customer.test>")
+    outcome_of(anonymous_client, other)
+    keys = session.scalars(sa.select(InboundEmail.dedupe_key).order_by(InboundEmail.id)).all()
+    assert keys == ["<same@customer.test>", f"<same@customer.test> sha256:{hashlib.sha256(other).hexdigest()}"]
+    again = outcome_of(anonymous_client, other)  # its own replay is found under its own key
+    assert again["action"] == "duplicate" and count(session, InboundEmail) == 2
+
+
+def test_issue_33_a_nul_in_the_message_id_does_not_quarantine_the_mail(inbound, anonymous_client, session):
+    raw = email_bytes(message_id="<nul@customer.test>").replace(b"<nul@customer.test>", b"<nu\x00l@customer.test>")
+    first = outcome_of(anonymous_client, raw)
+    assert first["action"] == "new_ticket", first
+    reply = email_bytes(message_id="<nul2@customer.test>", body="Any news?").replace(
+        b"Message-ID: <nul2@customer.test>", b"Message-ID: <nul2@customer.test>\nIn-Reply-To: <nu\x00l@customer.test>")
+    second = outcome_of(anonymous_client, reply)
+    assert second["action"] == "follow_up" and second["ticket_id"] == first["ticket_id"], second
+
+
 # Item 3: mail pipe.
 
 def test_item_3_mail_pipe_exits_75_while_the_database_is_down_then_makes_exactly_one_ticket(cli_env, monkeypatch,

@@ -7,13 +7,13 @@ import json
 import sys
 from typing import BinaryIO
 from datetime import timezone
-from urllib.parse import quote
 
 import click
 from sqlalchemy.exc import SQLAlchemyError
 
 from service.cli.context import connect
 from service.cli.mail_fetch import fetch
+from service.links import ticket_link
 from service.config import ConfigError, Settings
 from service.intake.receive import receive_email
 from service.mail.outbox import NotFailed, OutboxNotFound, failed_mail, outbox_counts, retry_failed_mail
@@ -28,8 +28,7 @@ def mail() -> None:
 
 
 def _ticket_link(settings: Settings):
-    base = settings.public_url or f"http://{settings.host}:{settings.port}"
-    return lambda ticket_id, key: f"{base}/help/tickets/{ticket_id}?key={quote(key)}"
+    return lambda ticket_id, _secret: ticket_link(settings, ticket_id)
 
 
 def read_capped(stream: BinaryIO, cap: int) -> tuple[bytes, int]:

@@ -9,6 +9,7 @@ import click
 
 from service.cli.context import CliGroup, connect, connect_bare
 from service.db.migrate import current_revision, downgrade_database, upgrade_database
+from service.knowledge.seeding import remove_seed_articles
 from service.retrieval.approximate import build_approximate_index
 from service.retrieval.ticket_neighbours import build_ticket_index
 
@@ -96,9 +97,16 @@ def db_current() -> None:
 
 
 @main.command()
-def seed() -> None:
-    """Insert the default articles, once per database."""
-    inserted = connect(seed=False).seed()
+@click.option("--remove", is_flag=True, help="Delete the default articles still as seeded (edited ones stay).")
+def seed(remove: bool) -> None:
+    """Insert the default articles, once per database; --remove deletes them (they never come back)."""
+    runtime = connect(seed=False)
+    if remove:
+        with runtime.session() as session:
+            removed = remove_seed_articles(session)
+        click.echo(f"removed {removed} default articles")
+        return
+    inserted = runtime.seed()
     click.echo(f"inserted {inserted} articles" if inserted else "already seeded; nothing inserted")
 
 

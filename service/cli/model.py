@@ -20,13 +20,14 @@ def model_export(force: bool) -> None:
     Needs torch and transformers (install-time dependencies); later runs need only ONNX Runtime.
     """
     # Here, not at the top: onnxruntime costs every other command ~0.2 s to import.
-    from service.providers.onnx_model import export_model, model_folder, verified_model
+    from service.providers.onnx_model import export_lock, export_model, model_folder, verified_model
 
     cache = Settings.from_env().model_cache_dir
-    cached = None if force else verified_model(cache, "int8") and verified_model(cache)
-    if cached is not None:
-        click.echo(f"already exported and verified: {cached}")
-        return
-    click.echo(f"exporting to {model_folder(cache)} …", err=True)
-    exported = export_model(cache)
+    with export_lock(cache):  # a serve starting meanwhile waits for this export rather than making its own
+        cached = None if force else verified_model(cache, "int8") and verified_model(cache)
+        if cached is not None:
+            click.echo(f"already exported and verified: {cached}")
+            return
+        click.echo(f"exporting to {model_folder(cache)} …", err=True)
+        exported = export_model(cache)
     click.echo(f"exported {exported.path} (sha256 {exported.sha256[:16]}…) in {exported.seconds:.1f} s")

@@ -14,7 +14,6 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
-from urllib.parse import quote
 
 import sqlalchemy as sa
 from imapclient import IMAPClient
@@ -25,6 +24,7 @@ from sqlalchemy.dialects.postgresql import insert
 from service.config import Settings
 from service.db.models import ImapFolder
 from service.intake.receive import receive_email
+from service.links import ticket_link
 from service.mail.transport import tls_context
 from service.runtime import Runtime
 
@@ -72,8 +72,7 @@ def account_key(settings: Settings) -> str:
 
 def ticket_link_for(settings: Settings) -> Callable[[int, str], str]:
     """The customer's page of a new ticket, for its acknowledgement (SUPPORTRAG_PUBLIC_URL, else host:port)."""
-    base = settings.public_url or f"http://{settings.host}:{settings.port}"
-    return lambda ticket_id, key: f"{base}/help/tickets/{ticket_id}?key={quote(key)}"
+    return lambda ticket_id, _secret: ticket_link(settings, ticket_id)
 
 
 def connect_mailbox(settings: Settings, *, timeout: float = TIMEOUT_SECONDS) -> IMAPClient:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from email.utils import parseaddr
 from typing import Callable
 
@@ -122,7 +122,7 @@ def _new_ticket(session: Session, row: InboundEmail, mail: InboundMail, match: M
     # The one From mailbox (SMTPUTF8 local parts included), never a Reply-To: automatic mail goes nowhere else.
     cleaned["customer_email"] = mail.sender if mail.sender and len(mail.sender) <= EMAIL_MAX else None
     secret, digest = new_ticket_secret()
-    ticket = Ticket(**cleaned, status="received", secret_sha256=digest)
+    ticket = Ticket(**cleaned, status="received", secret_sha256=digest, ack_pending=True)  # owed with the ticket
     session.add(ticket)
     session.flush()
     message = add_message(session, ticket.id, "customer", cleaned["body"], channel="email",
@@ -149,9 +149,19 @@ def _already_in_a_thread(session: Session, message_id: str | None) -> bool:
         sa.select(sa.exists().where(TicketMessage.email_message_id == message_id))) is True
 
 
+def without_nul(mail: InboundMail) -> InboundMail:
+    """Its Message-IDs with NUL (which PostgreSQL text refuses) as U+FFFD, as they are stored, before matching:
+    one such byte must not quarantine the message."""
+    def clean(value: str | None) -> str | None:
+        return None if value is None else value.replace("\x00", "\ufffd")
+
+    return replace(mail, message_id=clean(mail.message_id), thread_ids=[clean(t) for t in mail.thread_ids])
+
+
 def decide(session: Session, settings: Settings, row: InboundEmail,
            mail: InboundMail) -> tuple[Outcome, NewTicket | None]:
     """Write the e-mail's outcome (in the caller's transaction, which holds the row's lock)."""
+    mail = without_nul(mail)
     if mail.problem:
         return quarantine(row, mail.problem), None
     automatic = mail.automatic or _our_loop(settings, mail)

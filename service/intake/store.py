@@ -85,12 +85,31 @@ def store_inbound(session: Session, raw: bytes, *, raw_max_bytes: int, size: int
     size = max(size or 0, len(raw))
     values = dict(dedupe_key=dedupe_key(message_id, digest), message_id=message_id, sha256=digest, size=size,
                   raw=raw[:raw_max_bytes], raw_truncated=size > raw_max_bytes, **fields)
+    stored = _insert_once(session, values)
+    if stored.new or message_id is None or stored.sha256 == digest:
+        return stored.stored
+    # Another message under a Message-ID already taken (a sender's bug, or a forgery): not a replay of it, so it
+    # is kept under its own key, which its own replays then find.
+    return _insert_once(session, values | {"dedupe_key": f"{message_id} sha256:{digest}"}).stored
+
+
+@dataclass(frozen=True)
+class _Inserted:
+    stored: Stored
+    sha256: str
+
+    @property
+    def new(self) -> bool:
+        return self.stored.new
+
+
+def _insert_once(session: Session, values: dict) -> _Inserted:
+    """Insert unless the dedupe key is taken; the row under the key either way, with its content hash."""
     new_id = session.scalar(insert(InboundEmail).values(**values)
                             .on_conflict_do_nothing(index_elements=["dedupe_key"]).returning(InboundEmail.id))
-    key = values["dedupe_key"]
-    row = session.execute(sa.select(InboundEmail.id, InboundEmail.status, InboundEmail.ticket_id)
-                          .where(InboundEmail.dedupe_key == key)).one()
-    return Stored(row.id, new_id is not None, row.status, row.ticket_id)
+    row = session.execute(sa.select(InboundEmail.id, InboundEmail.status, InboundEmail.ticket_id, InboundEmail.sha256)
+                          .where(InboundEmail.dedupe_key == values["dedupe_key"])).one()
+    return _Inserted(Stored(row.id, new_id is not None, row.status, row.ticket_id), row.sha256)
 
 
 def set_outcome(row: InboundEmail, status: str, *, reason: str | None = None, ticket_id: int | None = None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import sqlalchemy as sa
@@ -20,7 +20,14 @@ from service.db.models import Article, ArticleCandidate, ArticleSection
 from service.knowledge.articles import BIGINT_MAX, StoredArticle, add_article, update_article
 from service.knowledge.versions import ChangeContext
 from service.knowledge.rewriting import rewrite_candidate
-from service.knowledge.scrubbing import candidate_title, decide_dedup, scrub_personal_data, template_body
+from service.knowledge.scrubbing import (
+    candidate_title,
+    decide_dedup,
+    names_in,
+    scrub_personal_data,
+    scrub_reply,
+    template_body,
+)
 from service.knowledge.sections import PATH_SEPARATOR
 from service.providers.embeddings import Embedder, embed_narrow
 from service.providers.llm import ChatModel, LLMError
@@ -141,20 +148,28 @@ def _draft(title: str, replies: list[str], chat: ChatModel | None) -> tuple[str,
 
 
 def propose_candidate(session: Session, *, embedder: Embedder, settings: Settings, ticket_id: int,
-                      question: str, reply_bodies: list[str], chat: ChatModel | None = None) -> CandidateView:
+                      question: str, reply_bodies: list[str], chat: ChatModel | None = None,
+                      names: Sequence[str] = ()) -> CandidateView:
     """A pending candidate from a solved ticket: ``reply_bodies`` are the agent's public replies only.
+
+    ``names`` (the customer's, the agents') are scrubbed with those the texts introduce, before and after the
+    language model, with greetings, sign-offs and every number that identifies someone.
 
     Idempotent per ticket: a second call returns the first candidate.
     """
     existing = session.scalar(sa.select(ArticleCandidate).where(ArticleCandidate.ticket_id == ticket_id))
     if existing is not None:
         return candidate_view(session, existing)
-    replies = [scrub_personal_data(r, ticket_id=ticket_id).strip() for r in reply_bodies if r and r.strip()]
+    known = [*names, *names_in([question, *reply_bodies])]
+
+    def scrub(text: str) -> str:
+        return scrub_reply(scrub_personal_data(text, ticket_id=ticket_id), names=known)
+
+    replies = [scrubbed for r in reply_bodies if r and r.strip() and (scrubbed := scrub(r))]
     if not replies:
         raise ValidationError("no candidate", {"reply_bodies": "needs at least one public reply"})
-    title, body, source, note = _draft(candidate_title(scrub_personal_data(question, ticket_id=ticket_id)),
-                                       replies, chat)
-    title, body = scrub_personal_data(title, ticket_id=ticket_id), scrub_personal_data(body, ticket_id=ticket_id)
+    title, body, source, note = _draft(candidate_title(scrub(question) or "Untitled question"), replies, chat)
+    title, body = scrub(title), scrub(body)
     candidate_vector, question_vector = embed_narrow(embedder, [dedup_text(title, body), title])
     nearest = nearest_section(session, candidate_vector, embedder.model_name)
     decision = decide_dedup(nearest.similarity if nearest else None, settings.candidate_dedup_threshold)

@@ -1,13 +1,23 @@
 """Turning an agent's public reply into a candidate article. Pure: PII scrubbing, the template, the dedup verdict.
 
-Scrubbed: e-mail addresses, phone numbers, runs of 6+ digits (order and card numbers, spaces or dashes allowed
-between the digits) and the ticket's reference (``T-<id>``).
+``scrub_personal_data``: e-mail addresses, phone numbers, runs of 6+ digits (order and card numbers, spaces or
+dashes allowed between the digits) and the ticket's reference (``T-<id>``). ``scrub_reply`` adds what needs to
+know the ticket: names, greetings and sign-offs, card fragments, order and account numbers, postal addresses.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Sequence
+
+from service.knowledge.scrubbing_rules import (
+    introduced_names,
+    name_parts,
+    remove_greetings_and_sign_offs,
+    remove_identifiers,
+    remove_names,
+)
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 # 6+ digits, possibly grouped by single spaces or dashes: 4111 1111 1111 1111, 1234-5678, 20240117.
@@ -68,17 +78,18 @@ def decide_dedup(nearest_similarity: float | None, threshold: float) -> DedupDec
     return DedupDecision("new", nearest_similarity)
 
 
-# A thin stand-in for the exactly-once issue's scrubbing (the lead keeps that one at merge): a reply quoted as
-# evidence loses its greeting, its sign-off and the people's names, then the personal data above.
-_GREETING = re.compile(r"^\s*(?:hi|hello|hey|dear|good (?:morning|afternoon|evening))\b"
-                       r"[^\n.!?,:]{0,40}[,.!:]?[ \t]*\n?", re.IGNORECASE)
-_SIGN_OFF = re.compile(r"(?:^|(?<=[.!?])|\n)\s*(?:(?:best|kind|warm|many)?\s*(?:regards|wishes)|thanks|thank you|"
-                       r"cheers|sincerely|all the best|best)\b[^\n]*(?:\n[^\n]{0,60}){0,2}\s*$", re.IGNORECASE)
+def names_in(texts: Sequence[str]) -> list[str]:
+    """The names a set of texts introduce (a question's "Maria here" scrubs the reply's "Maria" too)."""
+    return [name for text in texts for name in introduced_names(text)]
 
 
-def scrub_reply(text: str, *, names: tuple[str, ...] | list[str] = ()) -> str:
-    """An agent's reply fit to quote for another customer: no greeting, sign-off, names or personal data."""
-    text = _SIGN_OFF.sub("", _GREETING.sub("", text, count=1)).strip()
-    for name in sorted({n.strip() for n in names if n and len(n.strip()) > 1}, key=len, reverse=True):
-        text = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", "[name]", text, flags=re.IGNORECASE)
-    return scrub_personal_data(text)
+def scrub_reply(text: str, *, names: Sequence[str] = ()) -> str:
+    """``text`` (a reply, or a customer's question) safe to show other people and to publish: without ``names``
+    (the customer's and the agents'), names the text itself introduces, greeting and sign-off lines, card
+    fragments, order and account numbers, postal addresses, e-mails and phones."""
+    found = [*names, *introduced_names(text)]
+    text = remove_greetings_and_sign_offs(text)
+    text = remove_identifiers(scrub_personal_data(text))
+    text = remove_names(text, name_parts(found))
+    text = re.sub(r"[ \t]+\n", "\n", text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()

@@ -9,8 +9,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from service.db.models import AppState
-from service.knowledge.articles import add_article
+from service.db.models import AppState, Article
+from service.knowledge.articles import add_article, delete_article
 from service.knowledge.versions import ChangeContext
 from service.knowledge.markdown import parse_front_matter
 from service.providers.embeddings import Embedder
@@ -62,3 +62,23 @@ def seed_knowledge_base(session: Session, embedder: Embedder, seeds_dir: Path = 
     session.flush()
     log.info("seeded %d default articles", len(articles))
     return len(articles)
+
+
+def seeded_at(session: Session) -> str | None:
+    """When the default articles were seeded (ISO time), None if never."""
+    row = session.get(AppState, SEEDED_KEY)
+    return row.value if row is not None else None
+
+
+def remove_seed_articles(session: Session, seeds_dir: Path = SEEDS_DIR) -> int:
+    """Delete the default articles still as seeded (same title and text; an edited one is kept); how many.
+
+    The seeded marker stays, so they never come back on the next start.
+    """
+    seeds = {(a["title"], a["content"]) for a in load_seed_articles(seeds_dir)}
+    rows = session.execute(sa.select(Article.id, Article.title, Article.content)
+                           .where(Article.title.in_([title for title, _ in seeds]))).all()
+    removed = [row.id for row in rows if (row.title, row.content) in seeds]
+    for article_id in removed:
+        delete_article(session, article_id)
+    return len(removed)

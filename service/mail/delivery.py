@@ -152,10 +152,14 @@ def deliver_one(sessions: Sessions, settings: Settings, transport: Transport) ->
     return "gave_up" if gave_up else "failed"
 
 
-def deliver_due_mail(sessions: Sessions, settings: Settings, transport: Transport, *, limit: int = 50) -> Delivery:
-    """Send up to ``limit`` due e-mails (``sessions``: a context-manager factory that commits)."""
+def deliver_due_mail(sessions: Sessions, settings: Settings, transport: Transport, *, limit: int = 50,
+                     stopping: Callable[[], bool] = lambda: False) -> Delivery:
+    """Send up to ``limit`` due e-mails (``sessions``: a context-manager factory that commits); once ``stopping()``
+    says so, no further e-mail is claimed (the one being sent is finished and recorded first)."""
     outcomes: list[str] = []
     for _ in range(limit):
+        if stopping():
+            break
         outcome = deliver_one(sessions, settings, transport)
         if outcome is None:
             break

@@ -8,7 +8,7 @@ mail (``failed_mail``, ``retry_failed_mail``) and the counts ``mail status`` pri
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -121,11 +121,40 @@ def enqueue_notification(session: Session, settings: Settings, *, to_address: st
     """
     if not settings.smtp_host:
         return None
+    batch = _open_batch(session, to_address)
+    if batch is not None:  # a minute's later notifications wait in one e-mail
+        count = batch.body.count(BATCH_SEPARATOR) + 2
+        batch.subject = f"{count} notifications, the latest: {subject}"
+        batch.body = f"{batch.body}{BATCH_SEPARATOR}{body}"
+        session.flush()
+        return batch
+    recent = session.execute(sa.select(sa.func.count(), sa.func.max(MailOutbox.created_at)).where(
+        _NOTIFICATION, MailOutbox.to_address == to_address,
+        MailOutbox.created_at > sa.func.now() - sa.text(f"interval '{BATCH_SECONDS} seconds'"))).one()
     row = MailOutbox(ticket_id=None, to_address=to_address, subject=subject, body=body,
                      message_id=new_message_id(settings))
+    if recent[0] >= BATCH_AFTER:  # a busy minute: this one opens the batch that goes when the minute is up
+        row.next_attempt_at = recent[1] + timedelta(seconds=BATCH_SECONDS)
     session.add(row)
     session.flush()
     return row
+
+
+# A notification: to an agent or the team, not about a customer's thread (no ticket, no reply address).
+_NOTIFICATION = sa.and_(MailOutbox.ticket_id.is_(None), MailOutbox.reply_to.is_(None),
+                        MailOutbox.auto_submitted.is_(None))
+BATCH_SECONDS = 60  # a few notifications at once, then one batch, per address per minute
+BATCH_AFTER = 3
+BATCH_SEPARATOR = "\n\n" + "-" * 40 + "\n\n"
+
+
+def _open_batch(session: Session, to_address: str) -> MailOutbox | None:
+    """The address's notification still waiting for its minute (not sent, not being sent), locked."""
+    return session.scalar(sa.select(MailOutbox).where(
+        _NOTIFICATION, MailOutbox.to_address == to_address, MailOutbox.sent_at.is_(None),
+        MailOutbox.failed_at.is_(None), MailOutbox.attempts == 0, MailOutbox.locked_until.is_(None),
+        MailOutbox.next_attempt_at > sa.func.clock_timestamp())
+        .order_by(MailOutbox.id.desc()).limit(1).with_for_update(skip_locked=True))
 
 
 def mail_states(session: Session, ticket_id: int) -> dict[str, MailState]:

@@ -21,6 +21,26 @@ class Transport(Protocol):
         """Send or raise."""
 
 
+class _GoodbyeCannotFail:
+    """An SMTP connection whose goodbye cannot fail a send: once the server accepted the message (DATA answered
+    250), an error on QUIT (a server that hangs up, a 4xx) only closes the connection. Raising then would retry a
+    delivered e-mail, and the customer would get it twice."""
+
+    def __exit__(self, *args) -> None:
+        try:
+            super().__exit__(*args)  # QUIT, then close
+        except (smtplib.SMTPException, OSError):
+            self.close()
+
+
+class _AcceptedSmtp(_GoodbyeCannotFail, smtplib.SMTP):
+    """Plain SMTP (STARTTLS upgrades it), its goodbye unable to fail a send."""
+
+
+class _AcceptedSmtpSsl(_GoodbyeCannotFail, smtplib.SMTP_SSL):
+    """SMTP over implicit TLS, its goodbye unable to fail a send."""
+
+
 class TlsUnavailable(smtplib.SMTPException):
     """SMTP_TLS=starttls and the server offers no STARTTLS: nothing is sent in the clear (retried)."""
 
@@ -42,8 +62,8 @@ class SmtpTransport:
     def _connect(self) -> smtplib.SMTP:
         s = self.settings
         if s.smtp_tls == "implicit":
-            return smtplib.SMTP_SSL(s.smtp_host, s.smtp_port, timeout=self.timeout, context=tls_context(s))
-        return smtplib.SMTP(s.smtp_host, s.smtp_port, timeout=self.timeout)
+            return _AcceptedSmtpSsl(s.smtp_host, s.smtp_port, timeout=self.timeout, context=tls_context(s))
+        return _AcceptedSmtp(s.smtp_host, s.smtp_port, timeout=self.timeout)
 
     def send(self, message: EmailMessage) -> None:
         """Open a connection (TLS as SMTP_TLS says, never downgraded), log in, send, close."""

@@ -30,7 +30,8 @@ class MailWorker:
 
     def run_once(self) -> Delivery:
         """One pass over the due e-mails."""
-        return deliver_due_mail(self.runtime.session, self.runtime.settings, self.transport)
+        return deliver_due_mail(self.runtime.session, self.runtime.settings, self.transport,
+                                stopping=self._stop.is_set)
 
     def run_forever(self) -> None:
         """Pass after pass until ``stop``."""
@@ -50,12 +51,26 @@ class MailWorker:
         return self
 
     def stop(self) -> None:
-        """Ask the loop to end and wait for it."""
+        """Ask the loop to end and wait for it: the e-mail being sent is finished and marked sent (or its failure
+        recorded), and no other is claimed, so a restart sends nothing twice."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.interval + 30)
 
 
+RUNNING: list[MailWorker] = []  # this process's in-process workers, stopped by stop_mail_workers on shutdown
+
+
 def start_mail_worker(runtime: Runtime) -> MailWorker | None:
     """The in-process worker when SMTP is configured, else None."""
-    return MailWorker(runtime).start() if runtime.settings.smtp_host else None
+    if not runtime.settings.smtp_host:
+        return None
+    worker = MailWorker(runtime).start()
+    RUNNING.append(worker)
+    return worker
+
+
+def stop_mail_workers() -> None:
+    """Stop this process's mail workers (gunicorn's worker_exit, a SIGTERM): each finishes the send it holds."""
+    while RUNNING:
+        RUNNING.pop().stop()

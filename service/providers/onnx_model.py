@@ -16,17 +16,20 @@ older format, is refused and exported again.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import shutil
+import subprocess
 import sys
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import onnxruntime
@@ -36,6 +39,8 @@ from service.config import LOCAL_MODEL_NAME
 
 MODEL_FILE, DATA_FILE, MANIFEST_FILE = "model.onnx", "model.onnx.data", "model.json"
 INT8_FILE = "model.int8.onnx"
+LOCK_FILE = ".export.lock"  # one export at a time across processes (workers, the CLI, a second serve)
+STAGING_PREFIX = ".export-"
 PRECISIONS = ("fp32", "int8")
 OPSET = 17
 # 3: eager attention traced, fused by ONNX Runtime's transformer optimizer, with an int8 copy whose attention stays
@@ -125,12 +130,13 @@ def export_model(cache_dir: Path) -> ExportedModel:
         raise ModelExportError(f"exporting the ONNX model needs torch, transformers and onnx: {exc}") from exc
     folder = model_folder(cache_dir)
     folder.mkdir(parents=True, exist_ok=True)
+    _remove_stale_staging(folder)
     # Eager attention: the SDPA path traces into a pattern the optimizer does not fuse (measured: no Attention
     # node, no speed-up); the eager one becomes one fused Attention node per layer.
     encoder = AutoModel.from_pretrained(str(source), attn_implementation="eager").eval()
     graph = _SentenceGraph(encoder, torch)
     ids = torch.ones((2, 8), dtype=torch.int64)
-    staging = folder / f".export-{os.getpid()}"
+    staging = folder / f"{STAGING_PREFIX}{os.getpid()}"
     staging.mkdir(exist_ok=True)
     partial = staging / "traced.onnx"
     # The TorchScript exporter (deprecated since torch 2.9, still shipped): it traces HF BERT with dynamic batch and
@@ -167,14 +173,17 @@ def export_model(cache_dir: Path) -> ExportedModel:
     finally:
         logging.disable(logging.NOTSET)
     digests = {name: file_sha256(staging / name) for name in (MODEL_FILE, DATA_FILE, INT8_FILE)}
-    for name in (DATA_FILE, INT8_FILE, MODEL_FILE):  # a reader in between fails the checksum and exports again
-        os.replace(staging / name, folder / name)
-    shutil.rmtree(staging, ignore_errors=True)
     manifest = {"format": GRAPH_FORMAT, "sha256": digests[MODEL_FILE], "data_sha256": digests[DATA_FILE],
                 "int8_sha256": digests[INT8_FILE], "fused": fusions, "source": str(source),
                 "torch": torch.__version__, "onnxruntime": onnxruntime.__version__, "opset": OPSET,
                 "window_tokens": window_tokens(source), "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+    (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+    for name in (DATA_FILE, INT8_FILE, MODEL_FILE, MANIFEST_FILE):
+        (staging / name).chmod(0o644)  # the service user may not be the one who exported (a Docker build, root)
+        # A reader in between fails the checksum and exports again; the manifest, replaced last, is never partial.
+        os.replace(staging / name, folder / name)
+    shutil.rmtree(staging, ignore_errors=True)
+    folder.chmod(0o755)
     return ExportedModel(folder / MODEL_FILE, digests[MODEL_FILE], time.perf_counter() - started)
 
 
@@ -197,16 +206,53 @@ class _SentenceGraph:
         return SentenceGraph()
 
 
+def _remove_stale_staging(folder: Path) -> None:
+    """Staging folders a killed export left behind (called under the export lock: none is in use)."""
+    for stale in folder.glob(f"{STAGING_PREFIX}*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+@contextmanager
+def export_lock(cache_dir: Path) -> Iterator[None]:
+    """Hold the model folder's export lock (an advisory file lock, released when the process dies)."""
+    folder = model_folder(cache_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / LOCK_FILE, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# The child's program: torch and transformers are imported there, and die with it.
+_EXPORT_PROGRAM = ("import sys; from pathlib import Path; from service.providers.onnx_model import export_model; "
+                   "export_model(Path(sys.argv[1]))")
+
+
+def export_in_child(cache_dir: Path) -> None:
+    """Export in a child Python process, so that torch never enters this one (gunicorn's master forks workers
+    after loading the model: a torch in it aborts every worker on SIGTERM, and costs each ~700 MB)."""
+    result = subprocess.run([sys.executable, "-c", _EXPORT_PROGRAM, str(cache_dir)], check=False)
+    if result.returncode != 0:
+        raise ModelExportError(f"the model export (a child process) exited with {result.returncode}")
+
+
 def ensure_model(cache_dir: Path, precision: str = "fp32") -> Path:
     """The verified cached graph of that precision; exported first (once, with a message on stderr) if missing,
-    corrupt or of an older format."""
+    corrupt or of an older format: in a child process, under the folder's lock, so that processes starting
+    together export once and the others wait for it."""
     path = verified_model(cache_dir, precision)
     if path is not None:
         return path
-    print(f"supportrag: exporting {LOCAL_MODEL_NAME} to ONNX under {model_folder(cache_dir)} (once; about a "
-          "minute; `supportrag model export` does it ahead of time)", file=sys.stderr)
-    exported = export_model(cache_dir)  # both graphs, checksummed as they were written
-    return exported.path if precision == "fp32" else exported.path.with_name(INT8_FILE)
+    with export_lock(cache_dir):
+        path = verified_model(cache_dir, precision)  # exported by another process while this one waited
+        if path is not None:
+            return path
+        print(f"supportrag: exporting {LOCAL_MODEL_NAME} to ONNX under {model_folder(cache_dir)} (once; about a "
+              "minute; `supportrag model export` does it ahead of time)", file=sys.stderr)
+        export_in_child(cache_dir)
+    return model_folder(cache_dir) / (MODEL_FILE if precision == "fp32" else INT8_FILE)
 
 
 class OnnxMiniLM:

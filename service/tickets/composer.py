@@ -11,11 +11,15 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from service.db.models import ComposerText
+from service.db.models import ComposerText, TicketMessage
 from service.tickets.validation import BODY_MAX
 from service.validation import ValidationError
 
-COMPOSER_FIELDS = ("body",)
+COMPOSER_FIELDS = ("body", "after_message_id")
+
+
+class ComposerStale(ValueError):
+    """A save from before the agent's last reply (an autosave still in flight when the reply was sent)."""
 
 
 @dataclass(frozen=True)
@@ -42,14 +46,25 @@ def clean_composer(fields: dict[str, Any]) -> str:
     body = fields.get("body")
     if not isinstance(body, str) or len(body) > BODY_MAX or "\x00" in body:
         errors["body"] = f"is required: a string of at most {BODY_MAX} characters, without NUL"
+    after = fields.get("after_message_id")
+    if after is not None and (isinstance(after, bool) or not isinstance(after, int) or after < 0):
+        errors["after_message_id"] = "must be a message id (a whole number, 0 for none)"
     if errors:
         raise ValidationError("invalid composer text", errors)
     return body
 
 
 def save_composer(session: Session, ticket_id: int, user_id: int, fields: dict[str, Any]) -> Composer:
-    """Replace the agent's saved text (an empty text deletes it)."""
+    """Replace the agent's saved text (an empty text deletes it); ComposerStale for a save older than the agent's
+    last reply: ``after_message_id`` (the newest reply of theirs the page knew) is older than their newest, or
+    the text is the reply they just sent. Saving it would bring back, and let them send again, a sent reply."""
     body = clean_composer(fields)
+    last = session.execute(sa.select(TicketMessage.id, TicketMessage.body).where(
+        TicketMessage.ticket_id == ticket_id, TicketMessage.author_user_id == user_id,
+        TicketMessage.kind == "agent_reply").order_by(TicketMessage.id.desc()).limit(1)).one_or_none()
+    after = fields.get("after_message_id")
+    if last is not None and ((after is not None and after < last.id) or body.strip() == last.body.strip()):
+        raise ComposerStale(f"not saved: you sent a reply on this ticket after this text was typed (message {last.id})")
     if not body.strip():
         clear_composer(session, ticket_id, user_id)
         return Composer("", None)
@@ -65,3 +80,12 @@ def clear_composer(session: Session, ticket_id: int, user_id: int | None) -> Non
     if user_id is not None:
         session.execute(sa.delete(ComposerText).where(ComposerText.ticket_id == ticket_id,
                                                       ComposerText.user_id == user_id))
+
+
+def last_reply_id(session: Session, ticket_id: int, user_id: int | None) -> int:
+    """The id of the agent's newest reply on the ticket (0 for none): what the composer's saves are after."""
+    if user_id is None:
+        return 0
+    return session.scalar(sa.select(sa.func.max(TicketMessage.id)).where(
+        TicketMessage.ticket_id == ticket_id, TicketMessage.author_user_id == user_id,
+        TicketMessage.kind == "agent_reply")) or 0

@@ -200,7 +200,9 @@ def bulk_update(session: Session, ticket_ids: Any, action: Any, *, agent: Actor,
     """Assign (``assignee_id``, None: unassign) or solve (without a reply) many tickets; returns the ids changed."""
     if action not in BULK_ACTIONS:
         raise ValidationError("invalid bulk action", {"action": f"must be one of {', '.join(BULK_ACTIONS)}"})
-    tickets = [work_ticket(session, i) for i in dict.fromkeys(clean_ticket_ids(ticket_ids))]
+    # Locked in id order whatever order the client sent: two bulk actions over the same tickets take turns
+    # instead of deadlocking, and each reads the state it changes under the row lock.
+    tickets = [work_ticket(session, i, lock=True) for i in sorted(set(clean_ticket_ids(ticket_ids)))]
     changed = []
     for ticket in tickets:
         if action == "assign" and ticket.assignee_id != assignee_id:

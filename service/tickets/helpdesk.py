@@ -5,7 +5,7 @@ Use cases take a session and never commit; the help page's views commit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -22,6 +22,9 @@ from service.tickets.validation import BODY_MAX, SUBJECT_MAX, is_email
 from service.validation import ValidationError
 
 SUBJECT_CHARS = 120
+# Passed as ``key`` by a view that verified a signed link (service.links) for the ticket: no secret is needed.
+# A sentinel object, so nothing a client sends can equal it.
+LINK_VERIFIED: object = object()
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class CustomerTicket:
     resolved_at: datetime | None
     escalated_at: datetime | None
     escalation_reason: str | None
+    escalated_now: bool = False  # escalate(): this call was the first (decided under the row lock)
 
     @property
     def reference(self) -> str:
@@ -85,7 +89,7 @@ def _owned_ticket(session: Session, ticket_id: int, key: str | None, *, lock: bo
     """
     options = {"with_for_update": True, "populate_existing": True} if lock else {}
     ticket = session.get(Ticket, ticket_id, **options) if 1 <= ticket_id <= BIGINT_MAX else None
-    if ticket is None or not secret_matches(ticket.secret_sha256, key):
+    if ticket is None or (key is not LINK_VERIFIED and not secret_matches(ticket.secret_sha256, key)):
         raise TicketNotFound(ticket_id)
     return ticket
 
@@ -120,7 +124,8 @@ def escalate(session: Session, ticket_id: int, key: str | None, *, email: str,
     ticket = _owned_ticket(session, ticket_id, key, lock=True)
     view = _customer_view(session, ticket)
     ticket.customer_email = email.strip()
-    if ticket.escalated_at is None:
+    first_time = ticket.escalated_at is None  # read under the row lock: two racing requests cannot both see it
+    if first_time:
         reason = "asked_for_person" if asked_for_person else "handed_off" if view.handed_off else "not_solved"
         if not view.handed_off:
             # An answer that did not help feeds the content-gap report, as API feedback does.
@@ -131,7 +136,7 @@ def escalate(session: Session, ticket_id: int, key: str | None, *, email: str,
             apply_event(session, ticket, "escalated", CUSTOMER, first_response_hours=first_response_hours)
     session.flush()
     session.refresh(ticket)
-    return _customer_view(session, ticket)
+    return replace(_customer_view(session, ticket), escalated_now=first_time)
 
 
 def follow_up(session: Session, ticket_id: int, key: str | None, body: str, *,

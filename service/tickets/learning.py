@@ -16,6 +16,7 @@ from service.db.models import Ticket, TicketMessage
 from service.knowledge.candidates import CandidateView, propose_candidate
 from service.providers.embeddings import Embedder
 from service.providers.llm import ChatModel
+from service.tickets.names import known_names
 
 log = logging.getLogger(__name__)
 
@@ -38,4 +39,5 @@ def propose_from_solved_ticket(session: Session, *, embedder: Embedder, settings
     if not replies:
         return None
     return propose_candidate(session, embedder=embedder, settings=settings, chat=chat, ticket_id=ticket_id,
-                             question=ticket.body, reply_bodies=replies)
+                             question=ticket.body, reply_bodies=replies,
+                             names=known_names(session, [ticket_id])[ticket_id])

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from service.config import Settings
 from service.db.models import AdminUser, Ticket
+from service.links import base_url
 from service.mail.outbox import enqueue_notification
 
 EXCERPT_CHARS = 600
@@ -20,7 +21,7 @@ EXCERPT_CHARS = 600
 
 def workspace_link(settings: Settings, ticket_id: int) -> str:
     """The agent's workspace for the ticket (absolute with SUPPORTRAG_PUBLIC_URL)."""
-    return f"{settings.public_url or ''}/admin/inbox/{ticket_id}"
+    return f"{base_url(settings)}/admin/inbox/{ticket_id}"
 
 
 def _excerpt(text: str) -> str:

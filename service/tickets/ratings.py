@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from service.config import Settings
 from service.db.models import Ticket, TicketRating, TicketTransition
 from service.knowledge.articles import BIGINT_MAX
+from service.links import rating_link
 from service.mail.compose import new_reply_token
 from service.tickets.queries import TicketNotFound
 from service.tickets.secrets import secret_matches
@@ -98,7 +99,7 @@ def rating_invitation(settings: Settings, ticket: Ticket) -> str:
     """The lines the solve e-mail ends with: how to rate (the link carries the ticket's reply token)."""
     if ticket.reply_token is None:
         ticket.reply_token = new_reply_token()
-    link = f"{settings.public_url or ''}/help/tickets/{ticket.id}/rate?token={ticket.reply_token}"
+    link = rating_link(settings, ticket.id, ticket.reply_token)
     return f"\n\nHow did we do? Tell us (good or bad, and a comment if you like):\n{link}"
 
 

@@ -17,9 +17,10 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from service.db.models import Ticket, TicketMessage, ticket_vectors
-from service.knowledge.scrubbing import scrub_personal_data
+from service.knowledge.scrubbing import scrub_personal_data, scrub_reply
 from service.providers.embeddings import Embedder, EmbeddingError, embed_narrow
 from service.retrieval.ticket_neighbours import find_similar_tickets
+from service.tickets.names import known_names
 from service.tickets.answering import ticket_query
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,11 @@ def _solving_replies(session: Session, ticket_ids: list[int]) -> dict[int, str]:
     return dict(rows)
 
 
+def _scrubbed(text: str, ticket_id: int, names: dict[int, list[str]]) -> str:
+    """Another customer's text as an agent may see it: no name, greeting, sign-off, number or address of theirs."""
+    return scrub_reply(scrub_personal_data(text, ticket_id=ticket_id), names=names.get(ticket_id, []))
+
+
 def similar_tickets_for_vector(session: Session, vector: np.ndarray, *, model: str, limit: int,
                                exclude_ticket_id: int | None = None) -> list[SimilarTicket]:
     """Solved tickets near ``vector`` that an agent's public reply solved, best first, texts scrubbed."""
@@ -108,9 +114,9 @@ def similar_tickets_for_vector(session: Session, vector: np.ndarray, *, model: s
     rows = {row.id: row for row in session.execute(
         sa.select(Ticket.id, Ticket.body, ticket_vectors.c.solved_at)
         .join(ticket_vectors, ticket_vectors.c.ticket_id == Ticket.id).where(Ticket.id.in_(ids)))}
-    found = [SimilarTicket(n.ticket_id, n.similarity, scrub_personal_data(rows[n.ticket_id].body, ticket_id=n.ticket_id),
-                           scrub_personal_data(replies[n.ticket_id], ticket_id=n.ticket_id),
-                           rows[n.ticket_id].solved_at)
+    names = known_names(session, ids)
+    found = [SimilarTicket(n.ticket_id, n.similarity, _scrubbed(rows[n.ticket_id].body, n.ticket_id, names),
+                           _scrubbed(replies[n.ticket_id], n.ticket_id, names), rows[n.ticket_id].solved_at)
              for n in neighbours if n.ticket_id in replies and n.ticket_id in rows]
     return found[:limit]
 

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from service.db.models import TAG_PATTERN, TicketTag
@@ -45,9 +46,10 @@ def ticket_tags(session: Session, ticket_ids: list[int]) -> dict[int, list[str]]
 def set_tags(session: Session, ticket_id: int, raw: Any) -> list[str]:
     """Replace the ticket's tags with ``raw`` (a list); returns them sorted."""
     tags = clean_tags(raw)
-    work_ticket(session, ticket_id)
+    work_ticket(session, ticket_id, lock=True)  # racing edits take turns: the last one wins, whole
     session.execute(sa.delete(TicketTag).where(TicketTag.ticket_id == ticket_id, TicketTag.tag.not_in(tags)))
-    existing = set(ticket_tags(session, [ticket_id])[ticket_id])
-    session.add_all(TicketTag(ticket_id=ticket_id, tag=t) for t in tags if t not in existing)
+    if tags:  # an upsert: a tag another writer just added is no unique violation
+        session.execute(insert(TicketTag).values([{"ticket_id": ticket_id, "tag": t} for t in tags])
+                        .on_conflict_do_nothing())
     session.flush()
     return sorted(tags)

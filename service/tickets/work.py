@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from service.config import Settings
 from service.db.models import WORK_STATES, AdminUser, InboundEmail, Ticket, TicketMessage
 from service.knowledge.articles import BIGINT_MAX
+from service.links import ticket_link
 from service.mail.compose import FilePart, new_message_id
 from service.mail.outbox import (enqueue_mail, mail_states, recent_acknowledgements,
                                  recent_acknowledgements_to_domain)
@@ -25,13 +26,16 @@ from service.tickets.drafts import edit_ratio, latest_draft, mark_drafts_used
 from service.tickets.queries import TicketNotFound, TicketView, ticket_views
 from service.tickets.ratings import rating_invitation
 from service.tickets.reply_files import check_attachments, decode_attachments, store_attachments
-from service.tickets.states import Actor, apply_event
+from service.tickets.notifications import notify_unassigned
+from service.tickets.states import SYSTEM, Actor, apply_event
 from service.tickets.team import display_name
 from service.tickets.thread import MessageView, add_message, message_view
 from service.tickets.validation import BODY_MAX
 from service.validation import ValidationError
 
 REPLY_FIELDS = ("body", "internal", "status", "attachments")
+SUPPRESSED_NOTE = ("No e-mail went to the customer (too many acknowledgements to this address in the last hour), "
+                   "so the AI's answer was never sent: please reply.")
 
 
 @dataclass(frozen=True)
@@ -111,9 +115,8 @@ def reply_subject(ticket: Ticket, reference: str) -> str:
 
 
 def ticket_page_url(settings: Settings, ticket_id: int) -> str:
-    """The customer's ticket page (it opens where the acknowledgement's secret link was opened once)."""
-    base = settings.public_url or f"http://{settings.host}:{settings.port}"
-    return f"{base}/help/tickets/{ticket_id}"
+    """The customer's ticket page: absolute, with a signed token that opens it on any device (no cookie)."""
+    return ticket_link(settings, ticket_id)
 
 
 def agent_display_name(session: Session, user_id: int | None) -> str:
@@ -171,19 +174,13 @@ def send_reply(session: Session, settings: Settings, ticket_id: int, fields: dic
     return Reply(message_view(session, message.id), "queued" if outbox else "none", ticket.state, len(files))
 
 
-def may_acknowledge(session: Session, settings: Settings, ticket: Ticket) -> bool:
-    """Only a ticket handed to an agent, or one that came in by e-mail, and at most
-    MAIL_ACK_PER_ADDRESS_PER_HOUR to one address: nobody can make this server mail a stranger at will."""
+def _owed_acknowledgement(session: Session, ticket: Ticket) -> bool:
+    """Only a ticket handed to an agent, or one that came in by e-mail, with an address, is acknowledged."""
     if not ticket.customer_email:
         return False
     by_email = session.scalar(sa.select(TicketMessage.channel).where(TicketMessage.ticket_id == ticket.id)
                               .order_by(TicketMessage.id).limit(1)) == "email"
-    if not (ticket.state == "open" or by_email):
-        return False
-    if recent_acknowledgements(session, ticket.customer_email) >= settings.mail_ack_per_address_per_hour:
-        return False  # counted per mailbox: case and plus tags folded (victim+1@, victim+2@ … are one person)
-    domain = ticket.customer_email.rpartition("@")[2]
-    return recent_acknowledgements_to_domain(session, domain) < settings.mail_ack_per_domain_per_hour
+    return ticket.state == "open" or by_email
 
 
 def has_written_by_email(session: Session, address: str) -> bool:
@@ -209,16 +206,50 @@ def acknowledgement_text(ticket: Ticket, *, link: str, answer: str | None, trust
     return subject, "\n\n".join(parts)
 
 
-def acknowledge(session: Session, settings: Settings, ticket_id: int, *, link: str, answer: str | None) -> bool:
-    """Queue the "we have your ticket" e-mail with the secret link (and the AI's answer when there is one).
+def may_acknowledge(session: Session, settings: Settings, ticket: Ticket) -> bool:
+    """An acknowledgement is owed, and at most MAIL_ACK_PER_ADDRESS_PER_HOUR go to one address (and
+    MAIL_ACK_PER_DOMAIN_PER_HOUR to one domain): nobody can make this server mail a stranger at will."""
+    if not _owed_acknowledgement(session, ticket):
+        return False
+    if recent_acknowledgements(session, ticket.customer_email) >= settings.mail_ack_per_address_per_hour:
+        return False  # counted per mailbox: case and plus tags folded (victim+1@, victim+2@ … are one person)
+    domain = ticket.customer_email.rpartition("@")[2]
+    return recent_acknowledgements_to_domain(session, domain) < settings.mail_ack_per_domain_per_hour
+
+
+def _escalate_unacknowledged(session: Session, settings: Settings, ticket: Ticket) -> None:
+    """An owed acknowledgement the per-address cap suppressed: the customer hears nothing, so a person must see
+    the ticket (its AI answer was never mailed)."""
+    if ticket.state == "open":
+        return  # already in the agents' queue (and the team was told when it got there)
+    apply_event(session, ticket, "escalated", SYSTEM, first_response_hours=settings.first_response_hours)
+    ticket.status = "needs_agent"
+    add_message(session, ticket.id, "internal_note", SUPPRESSED_NOTE, channel="email")
+    session.flush()
+    notify_unassigned(session, settings, ticket, why="Its acknowledgement was suppressed (too many to one address)")
+
+
+def forgo_acknowledgement(session: Session, ticket_id: int) -> None:
+    """No acknowledgement for this ticket (a limit on the client said no): nothing owed for recovery to send."""
+    session.execute(sa.update(Ticket).where(Ticket.id == ticket_id).values(ack_pending=False))
+
+
+def acknowledge(session: Session, settings: Settings, ticket_id: int, *, answer: str | None,
+                link: str | None = None) -> bool:
+    """Queue the "we have your ticket" e-mail with the ticket's signed link (and the AI's answer when there is one).
+
+    ``link`` is ignored: the link is always the one builder's (service.links), never a caller's request Host.
 
     False, and nothing queued, when ``may_acknowledge`` says no (or there is no SMTP). Only to the ticket's own
     address (an e-mail's From, never its Reply-To), quoting the customer only once that address wrote to us.
     """
     ticket = work_ticket(session, ticket_id, lock=True)
+    ticket.ack_pending = False  # decided now, under the row lock: queued, suppressed (and escalated) or not owed
     if not may_acknowledge(session, settings, ticket):
+        if settings.smtp_host and _owed_acknowledgement(session, ticket):
+            _escalate_unacknowledged(session, settings, ticket)
         return False
-    subject, body = acknowledgement_text(ticket, link=link, answer=answer,
+    subject, body = acknowledgement_text(ticket, link=ticket_link(settings, ticket.id), answer=answer,
                                          trusted=has_written_by_email(session, ticket.customer_email))
     row = enqueue_mail(session, settings, ticket, subject=subject, body=body, auto_submitted="auto-replied")
     return row is not None

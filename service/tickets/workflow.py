@@ -161,8 +161,10 @@ def matched_texts(session, results: list[SearchResult]) -> dict[int, str]:
 
 
 def _store(session, ticket_id: int, draft: Draft, results: list[SearchResult], gate: dict[str, Any],
-           retrieval_ms: float | None, started: float, first_response_hours: float) -> None:
-    ticket = session.get(Ticket, ticket_id)
+           retrieval_ms: float | None, started: float, first_response_hours: float) -> bool:
+    ticket = session.get(Ticket, ticket_id, with_for_update=True, populate_existing=True)
+    if ticket.status != "received":  # answered meanwhile (a slow first answer and recovery's): keep the first
+        return False
     ticket.status, ticket.gate, ticket.answered_at = draft.status, gate, sa.func.now()
     if draft.status == "answered":
         channel = session.scalar(sa.select(TicketMessage.channel).where(TicketMessage.ticket_id == ticket_id)
@@ -183,6 +185,7 @@ def _store(session, ticket_id: int, draft: Draft, results: list[SearchResult], g
             importance=result.importance, score=result.score, section_label=result.section,
             section_similarity=result.section_similarity,
         ))
+    return True
 
 
 def answer_ticket(runtime: Runtime, chat: ChatModel | None, fields: dict[str, Any], *,
@@ -196,7 +199,8 @@ def answer_ticket(runtime: Runtime, chat: ChatModel | None, fields: dict[str, An
     cleaned = clean_ticket_fields(fields)
     started = time.perf_counter()
     with runtime.session() as session:
-        ticket = Ticket(**cleaned, status="received", secret_sha256=secret_sha256)
+        ticket = Ticket(**cleaned, status="received", secret_sha256=secret_sha256,
+                        ack_pending=cleaned.get("customer_email") is not None)  # owed with the stored ticket
         session.add(ticket)
         session.flush()
         ticket_id = ticket.id
@@ -232,13 +236,17 @@ def _record_failure(runtime: Runtime, ticket_id: int, exc: Exception) -> None:
     """Mark the ticket failed (and escalate it when the customer can be answered by e-mail)."""
     log.error("answering ticket %s failed", ticket_id, exc_info=exc)
     with runtime.session() as session:
-        failed = session.get(Ticket, ticket_id)
+        failed = session.get(Ticket, ticket_id, with_for_update=True, populate_existing=True)
+        if failed.status != "received":  # another sweeper answered it meanwhile
+            return
         failed.status = "failed"
         if failed.customer_email:
             apply_event(session, failed, "escalated", SYSTEM,
                         first_response_hours=runtime.settings.first_response_hours)
         session.add(TicketAnswer(ticket_id=ticket_id, answer=HANDOFF_MESSAGE, mode="none",
                                  reason="internal error while answering", error=f"{type(exc).__name__}: {exc}"))
+        # Nobody may stay unaware of a ticket the service could not answer: the team hears of it.
+        notify_unassigned(session, runtime.settings, failed, why="Answering failed (an internal error)")
 
 
 def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: int, subject: str, body: str,
@@ -264,6 +272,6 @@ def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: i
         draft = _llm_draft(chat, results, contents, subject, body, runtime.settings.llm_context_chars,
                            floor=runtime.settings.answer_min_similarity)
     with runtime.session() as session:
-        _store(session, ticket_id, draft, results, gate_record, retrieval_ms, started,
-               runtime.settings.first_response_hours)
-        notify_unassigned(session, runtime.settings, session.get(Ticket, ticket_id))  # a hand-off opened it
+        if _store(session, ticket_id, draft, results, gate_record, retrieval_ms, started,
+                  runtime.settings.first_response_hours):
+            notify_unassigned(session, runtime.settings, session.get(Ticket, ticket_id))  # a hand-off opened it

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, g, jsonify
 
-from service.tickets.composer import load_composer, save_composer
+from service.tickets.composer import COMPOSER_FIELDS, ComposerStale, load_composer, save_composer
 from service.tickets.similar import similar_solved_tickets
 from service.tickets.work import work_ticket
 from service.web.errors import ApiError
@@ -31,10 +31,14 @@ def composer_show(ticket_id: int):
 
 @agent_work_api.put("/tickets/<int:ticket_id>/composer")
 def composer_save(ticket_id: int):
-    """``{body}`` → the saved text; an empty body forgets it. Sending the reply forgets it too."""
+    """``{body, after_message_id?}`` → the saved text; an empty body forgets it. Sending the reply forgets it too;
+    a save older than the agent's last reply is a 409 (it would bring the sent reply back)."""
     user_id = _session_user_id()
     work_ticket(db(), ticket_id)
-    saved = save_composer(db(), ticket_id, user_id, json_body(("body",)))
+    try:
+        saved = save_composer(db(), ticket_id, user_id, json_body(COMPOSER_FIELDS))
+    except ComposerStale as exc:
+        raise ApiError(409, "composer_stale", str(exc)) from exc
     db().commit()
     return jsonify({"composer": saved.to_dict()})
 

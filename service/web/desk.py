@@ -17,6 +17,7 @@ from service.tickets.desk import (
 )
 from service.tickets.presence import beat, leave, presence
 from service.tickets.ratings import RATING_FIELDS, RatingNotAllowed, csat_report, rate_ticket
+from service.tickets.solving import solve_tickets
 from service.tickets.states import Actor
 from service.tickets.tags import set_tags
 from service.tickets.work import work_ticket
@@ -100,6 +101,8 @@ def bulk():
     changed = bulk_update(db(), body.get("ids"), body.get("action"), agent=Actor("agent", my_user_id()),
                           assignee_id=assignee_id)
     db().commit()
+    if body.get("action") == "solve":
+        solve_tickets(runtime(), changed)
     return jsonify({"changed": changed})
 
 

@@ -1,19 +1,18 @@
-"""Absolute links for e-mails and drafts: SUPPORTRAG_PUBLIC_URL when set, else the request's own host."""
+"""Absolute links for e-mails and drafts: always from SUPPORTRAG_PUBLIC_URL (else host:port), never the request's
+Host header, which a client chooses. Ticket links are service.links's signed ones."""
 
 from __future__ import annotations
 
 from flask import url_for
 
+from service.links import base_url, ticket_link as signed_ticket_link
 from service.web.help.markdown import section_anchor
 from service.web.requests import runtime
 
 
 def public_url(endpoint: str, **values) -> str:
     """An absolute URL to a public page (the customer may be reading an e-mail far from this server)."""
-    base = runtime().settings.public_url
-    if base:
-        return base + url_for(endpoint, **values)
-    return url_for(endpoint, _external=True, **values)
+    return base_url(runtime().settings) + url_for(endpoint, **values)
 
 
 def article_link(article_id: int, section: str | None) -> str:
@@ -21,6 +20,6 @@ def article_link(article_id: int, section: str | None) -> str:
     return public_url("help.article", article_id=article_id, _anchor=section_anchor(section))
 
 
-def ticket_link(ticket_id: int, key: str) -> str:
-    """The customer's ticket page (the secret link)."""
-    return public_url("help.ticket", ticket_id=ticket_id, key=key)
+def ticket_link(ticket_id: int, _secret: str | None = None) -> str:
+    """The customer's ticket page, signed (the intake adapters' ``ticket_link(ticket_id, secret)`` shape)."""
+    return signed_ticket_link(runtime().settings, ticket_id)

@@ -59,6 +59,10 @@ SIGNATURE_HEADER = {"name": "X-Signature", "in": "header", "required": True,
 SECRET_HEADER = {"name": "X-Ticket-Secret", "in": "header", "required": False, "schema": {"type": "string"},
                  "description": "the `secret` returned when the ticket was submitted (not needed by admins)"}
 
+IDEMPOTENCY_HEADER = {"name": "Idempotency-Key", "in": "header", "required": False,
+                      "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+                      "description": "a repeat with the same key returns the first result (Idempotent-Replayed: "
+                                     "true) and sends nothing; the key with another body is a 409"}
 # (path, method, endpoint, summary, request body schema or None, (status, response schema or None), parameters)
 OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], list[dict[str, Any]]]] = [
     ("/healthz", "get", "health.healthz", "Liveness plus a database round trip", None, ("200", "Health"), []),
@@ -99,7 +103,7 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
      ("200", "SimilarTickets"), [_path_id("ticket_id")]),
     ("/api/tickets/{ticket_id}/replies", "post", "tickets_api.tickets_replies",
      "An agent's reply (e-mailed through the outbox: `email` is `queued`) or internal note; sets the state",
-     "ReplyCreate", ("201", "ReplyCreated"), [_path_id("ticket_id")]),
+     "ReplyCreate", ("201", "ReplyCreated"), [_path_id("ticket_id"), IDEMPOTENCY_HEADER]),
     ("/api/mail/outbox/{outbox_id}/retry", "post", "mail_api.retry",
      "Send a failed e-mail again from its first attempt (409 unless it is failed); see a message's `email_outbox_id`",
      None, ("200", "MailEnvelope"), [_path_id("outbox_id")]),

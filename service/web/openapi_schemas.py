@@ -243,8 +243,8 @@ SCHEMAS: dict[str, Any] = {
                                                   ["article_id", "title", "similarity"])}},
         ["draft", "citations", "grounded"]),
     # Issue 25 (agent-work): the composer saved as typed, similar solved tickets.
-    "ComposerSave": obj({"body": {"type": "string", "maxLength": BODY_MAX, "pattern": NO_NUL_PATTERN}}, ["body"],
-                        closed=True),
+    "ComposerSave": obj({"body": {"type": "string", "maxLength": BODY_MAX, "pattern": NO_NUL_PATTERN},
+                         "after_message_id": {"type": "integer", "minimum": 0}}, ["body"], closed=True),
     "ComposerEnvelope": obj({"composer": obj({"body": STRING, "updated_at": nullable(TIMESTAMP)},
                                              ["body", "updated_at"])}, ["composer"]),
     "SimilarTickets": obj({"tickets": {"type": "array", "items": obj({

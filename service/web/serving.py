@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from dataclasses import dataclass
 
@@ -18,23 +19,73 @@ from gunicorn.workers.gthread import ThreadWorker
 from service.accounts import count_admins
 from service.config import Settings
 from service.intake.imap_poller import start_imap_poller
-from service.mail.worker import start_mail_worker
+from service.knowledge.seeding import seeded_at
+from service.links import base_url
+from service.mail.worker import start_mail_worker, stop_mail_workers
 from service.runtime import Runtime
 from service.privacy.retention import start_retention_thread
 from service.tickets.recovery import start_recovery_thread
 from service.web.app import create_app
 
 
-def _prepare(settings: Settings) -> Runtime:
-    """Start the embedded database if needed, migrate, seed; say where things are."""
+# The child that migrates, seeds and loads (first: exports) the local model for a gunicorn master.
+_PREPARE_PROGRAM = "from service.web.serving import prepare_in_this_process; prepare_in_this_process()"
+
+
+def prepare_in_this_process() -> None:
+    """Migrate, seed on first run and load the local model (exporting it first if needed), then exit."""
+    settings = Settings.from_env()
     runtime = Runtime.start(settings)
+    if settings.embedding_provider == "local":
+        runtime.embedder.embed(["warm up"])
+    runtime.close()
+
+
+def _prepare_in_child() -> None:
+    """What loads the model, in a child process: gunicorn's master forks its workers, and a master that ran ONNX
+    Runtime (or torch, to export) hands them thread pools that do not survive the fork: each worker then aborts
+    on SIGTERM ("terminate called … std::system_error") and the master waits out the graceful timeout."""
+    result = subprocess.run([sys.executable, "-c", _PREPARE_PROGRAM], check=False)
+    if result.returncode != 0:
+        raise click.ClickException(f"preparing the database and the model failed (exit {result.returncode})")
+
+
+def _prepare(settings: Settings, *, in_child: bool = False) -> Runtime:
+    """Start the embedded database if needed, migrate, seed; say where things are.
+
+    ``in_child``: migrating, seeding and loading the model happen in a child process (gunicorn's master).
+    """
+    if in_child:
+        _prepare_in_child()
+    runtime = Runtime.start(settings, seed=False if in_child else None)
     if settings.database_url:
         click.echo(f"database: {runtime.engine.url.render_as_string(hide_password=True)}")
     else:
         click.echo(f"embedded PostgreSQL data directory: {settings.embedded_pgdata}")
     click.echo(f"embedding model: {runtime.embedder.model_name}")
     _explain_admin_setup(runtime)
+    for line in mail_paths(settings):
+        click.echo(line)
+    _explain_seeded_defaults(runtime)
     return runtime
+
+
+def mail_paths(settings: Settings) -> list[str]:
+    """Which mail paths are on: outgoing SMTP, IMAP intake, the inbound webhook, and the links e-mails carry."""
+    smtp = f"on ({settings.smtp_host}:{settings.smtp_port})" if settings.smtp_host else "off (no e-mail is sent)"
+    imap = f"on ({settings.imap_host}, folder {settings.imap_folder})" if settings.imap_host else "off"
+    webhook = "on (POST /api/inbound/email)" if settings.inbound_email_secret else "off"
+    public = settings.public_url or f"unset: links use {base_url(settings)}"
+    return [f"mail: SMTP {smtp}; IMAP {imap}; inbound webhook {webhook}", f"public URL for e-mail links: {public}"]
+
+
+def _explain_seeded_defaults(runtime: Runtime) -> None:
+    """Say when the five default articles were seeded, and how to remove them."""
+    with runtime.session() as session:
+        when = seeded_at(session)
+    if when is not None:
+        click.echo(f"default articles: seeded {when[:19].replace('T', ' ')} UTC; remove them with "
+                   f"'{console_command()} seed --remove'")
 
 
 def console_command() -> str:
@@ -89,6 +140,11 @@ def _post_fork(_server, _worker) -> None:
         torch.set_num_threads(1)
 
 
+def _worker_exit(_server, _worker) -> None:
+    """A worker leaving (SIGTERM, a restart): its mail thread finishes or releases its send before the exit."""
+    stop_mail_workers()
+
+
 def serve_forever(*, host: str | None, port: int | None, dev: bool, workers: int | None,
                   threads: int | None) -> None:
     """Serve until interrupted; host and port default to SUPPORTRAG_HOST and PORT (see Settings)."""
@@ -97,14 +153,15 @@ def serve_forever(*, host: str | None, port: int | None, dev: bool, workers: int
     settings = Settings.from_env()
     host = host or settings.host
     port = settings.port if port is None else port
-    runtime = _prepare(settings)
+    runtime = _prepare(settings, in_child=not dev)
     click.echo(f"serving on http://{host}:{port}  (help center: /help, admin: /admin, API: /api, "
                "health: /healthz)")
     if dev:
         # Exit through SystemExit on SIGTERM so atexit handlers detach from (and stop) the embedded server.
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        signal.signal(signal.SIGTERM, lambda *_: (stop_mail_workers(), sys.exit(0)))
         start_mail_worker(runtime)
         start_imap_poller(runtime)
+        start_recovery_thread(runtime, interval_seconds=RECOVERY_INTERVAL_SECONDS)  # as each gunicorn worker does
         create_app(runtime=runtime).run(host=host, port=port, debug=False, use_reloader=False)
         return
     # Workers build their own runtime after fork; the master's pool must not be shared with them.
@@ -165,7 +222,7 @@ def _run_gunicorn(*, host: str, port: int, workers: int, threads: int) -> None:
                 "worker_class": "service.web.serving.JsonErrorWorker", "timeout": 120, "accesslog": "-",
                 "access_log_format": ACCESS_LOG_FORMAT,
                 # One shared control socket per user would clash between two services.
-                "control_socket_disable": True, "post_fork": _post_fork,
+                "control_socket_disable": True, "post_fork": _post_fork, "worker_exit": _worker_exit,
             }.items():
                 if key in self.cfg.settings:  # control_socket_disable is new in gunicorn 27
                     self.cfg.set(key, value)

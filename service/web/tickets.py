@@ -9,20 +9,20 @@ from flask import Blueprint, g, jsonify, request, url_for
 from service.accounts import user_id_for
 from service.tickets.attachments import attachments_by_message
 from service.tickets.drafts import make_draft
-from service.tickets.learning import propose_from_solved_ticket
+from service.tickets.idempotency import KeyReused, check_key, claim_key, fingerprint, record_response
 from service.tickets.queries import add_feedback, content_gaps, get_ticket
 from service.tickets.secrets import new_ticket_secret
-from service.tickets.similar import ensure_ticket_question
+from service.tickets.solving import solve_ticket
 from service.tickets.states import Actor
 from service.tickets.thread import ticket_thread
 from service.mail.outbox import mail_states
-from service.tickets.work import REPLY_FIELDS, acknowledge, assign_ticket, send_reply, work_ticket
+from service.tickets.work import REPLY_FIELDS, acknowledge, assign_ticket, forgo_acknowledgement, send_reply, work_ticket
 from service.tickets.workflow import answer_ticket
 from service.web.attachments import attachment_url
 from service.web.desk import tickets_page
 from service.web.errors import ApiError
 from service.web.limits import acknowledgement_allowed
-from service.web.links import article_link, ticket_link
+from service.web.links import article_link
 from service.web.requests import db, int_arg, json_body, runtime
 
 log = logging.getLogger(__name__)
@@ -30,6 +30,7 @@ tickets_api = Blueprint("tickets_api", __name__, url_prefix="/api")
 TICKET_FIELDS = ("subject", "body", "email")
 FEEDBACK_FIELDS = ("helpful", "comment")
 SECRET_HEADER = "X-Ticket-Secret"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
 @tickets_api.post("/tickets")
@@ -42,9 +43,13 @@ def tickets_create():
     secret, digest = new_ticket_secret()
     ticket_id = answer_ticket(rt, rt.chat, json_body(TICKET_FIELDS), secret_sha256=digest)
     view = get_ticket(db(), ticket_id)
-    if acknowledgement_allowed() and acknowledge(db(), rt.settings, ticket_id, link=ticket_link(ticket_id, secret),
-                                                 answer=view.answer if view.status == "answered" else None):
-        db().commit()
+    # Owed with the stored ticket (ack_pending): queued now (or escalated when suppressed); a crash before this
+    # commit leaves it owed, and the recovery sweep completes it.
+    if acknowledgement_allowed():
+        acknowledge(db(), rt.settings, ticket_id, answer=view.answer if view.status == "answered" else None)
+    else:
+        forgo_acknowledgement(db(), ticket_id)  # the client's limit said no: the sweep must not send it later
+    db().commit()
     shown = view.to_dict() if g.get("identity") is not None else view.to_public_dict()
     response = jsonify({"ticket": shown, "secret": secret})
     response.status_code = 201
@@ -66,9 +71,13 @@ def tickets_index():
 
 @tickets_api.post("/tickets/<int:ticket_id>/feedback")
 def tickets_feedback(ticket_id: int):
-    """``{helpful, comment?}`` → 201; from an admin, or the submitter sending the ticket's secret in X-Ticket-Secret."""
+    """``{helpful, comment?}`` → 201; from an admin, or the submitter sending the ticket's secret in X-Ticket-Secret.
+
+    An agent is no admin here: the answer's feedback is the customer's to give, so an agent needs the secret too.
+    """
+    identity = g.get("identity")
     feedback = add_feedback(db(), ticket_id, json_body(FEEDBACK_FIELDS), secret=request.headers.get(SECRET_HEADER),
-                            trusted=g.get("identity") is not None)
+                            trusted=identity is not None and identity.role == "admin")
     db().commit()
     return jsonify({"feedback": feedback}), 201
 
@@ -123,33 +132,37 @@ def tickets_draft(ticket_id: int):
 
 @tickets_api.post("/tickets/<int:ticket_id>/replies")
 def tickets_replies(ticket_id: int):
-    """``{body, internal?, status?, attachments?}`` → 201 ``{message}``; a public reply's e-mail is ``queued``."""
-    reply = send_reply(db(), runtime().settings, ticket_id, json_body(REPLY_FIELDS), agent=_actor(),
+    """``{body, internal?, status?, attachments?}`` → 201 ``{message}``; a public reply's e-mail is ``queued``.
+
+    With an ``Idempotency-Key`` header, a repeat (or a racing duplicate) returns the first result and sends
+    nothing (``Idempotent-Replayed: true``); the key with a different body is a 409.
+    """
+    fields = json_body(REPLY_FIELDS)
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is not None:
+        work_ticket(db(), ticket_id)  # an unknown ticket is a 404 before any key is claimed
+        try:
+            earlier = claim_key(db(), ticket_id, check_key(key), fingerprint(fields))
+        except KeyReused as exc:
+            raise ApiError(409, "idempotency_key_reused", str(exc)) from exc
+        if earlier is not None:
+            db().rollback()
+            return jsonify(earlier.body), earlier.status, {"Idempotent-Replayed": "true"}
+    reply = send_reply(db(), runtime().settings, ticket_id, fields, agent=_actor(),
                        channel="web" if g.identity.kind == "session" else "api")
+    body = {"message": reply.message.to_dict() | {"email": reply.email}, "state": reply.state,
+            "attachments": reply.attachments}
+    if key is not None:
+        record_response(db(), ticket_id, key, 201, body)
     db().commit()
     if reply.state == "solved":
         learn_from_solved_ticket(ticket_id)
-    return jsonify({"message": reply.message.to_dict() | {"email": reply.email}, "state": reply.state,
-                    "attachments": reply.attachments}), 201
+    return jsonify(body), 201
 
 
 def learn_from_solved_ticket(ticket_id: int) -> None:
-    """After the solve is committed: propose an article candidate from the agent's public replies.
-
-    Its own transaction, so a failing embedder or language model is logged and never undoes the reply.
-    """
-    rt = runtime()
-    try:
-        with rt.session() as session:  # a solved ticket is evidence for the next like it (issue 25)
-            ensure_ticket_question(session, rt.embedder, ticket_id)
-    except Exception:  # noqa: BLE001 - the reply is stored; the vector is a by-product
-        log.exception("solved ticket %s: question not stored for similar tickets", ticket_id)
-    try:
-        with rt.session() as session:
-            propose_from_solved_ticket(session, embedder=rt.embedder, settings=rt.settings, chat=rt.chat,
-                                       ticket_id=ticket_id)
-    except Exception:  # noqa: BLE001 - the reply is stored; the candidate is a by-product
-        log.exception("no article candidate for solved ticket %s", ticket_id)
+    """After the solve is committed: the one solved hook (service.tickets.solving)."""
+    solve_ticket(runtime(), ticket_id)
 
 
 @tickets_api.post("/tickets/<int:ticket_id>/assign")

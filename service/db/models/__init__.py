@@ -33,6 +33,7 @@ from service.db.models.base import AppState, Base, BinaryVector, length_between
 from service.db.models.bm25 import Bm25Term, Bm25Totals
 from service.db.models.composer import ComposerText
 from service.db.models.gate import GATE_SOURCES, GateCalibration, GateReview
+from service.db.models.idempotency import ReplyIdempotencyKey
 from service.db.models.inbound import INBOUND_STATUSES, InboundEmail
 from service.db.models.intake import ImapFolder
 from service.db.models.knowledge import (
@@ -80,7 +81,7 @@ __all__ = [
     "ArticleCandidate", "ImportanceChange", "ImportanceProposal",
     "SECTION_KINDS", "TICKET_STATUSES", "TITLE_MAX", "TOKEN_NAME_MAX", "USERNAME_MAX",
     "AdminSession", "AdminUser", "AnswerFeedback", "ApiToken", "AppState", "Article", "ArticleSection", "Base", "BinaryVector",
-    "Bm25Term", "Bm25Totals", "ComposerText", "INBOUND_STATUSES", "ImapFolder", "InboundEmail",
+    "Bm25Term", "Bm25Totals", "ComposerText", "ReplyIdempotencyKey", "INBOUND_STATUSES", "ImapFolder", "InboundEmail",
     "LoginThrottle", "RateLimitCounter", "SynonymGroup", "Ticket", "TicketAnswer", "TicketCitation",
     "length_between", "search_vectors", "ticket_vectors",
     "PRIVACY_EVENT_KINDS", "ArticleDraft", "ArticleTrash", "ArticleVersion", "PrivacyEvent",

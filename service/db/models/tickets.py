@@ -50,6 +50,10 @@ class Ticket(Base):
     solved_by: Mapped[str | None] = mapped_column(sa.Text, nullable=True)  # "customer" | "agent"
     # The token in the plus-address replies go to (MAIL_REPLY_TO); random, so it cannot be guessed.
     reply_token: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    # Migration 0028: the acknowledgement is owed (set with the stored ticket, cleared by ``acknowledge``; the
+    # recovery sweep completes one a crash left owed), and the recovery sweep's lease on a stuck ticket.
+    ack_pending: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, server_default=sa.false())
+    recovery_lease_until: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
     # Full-text search over the subject (migration 0023; the thread's words are on ticket_messages).
     search_vector: Mapped[Any | None] = mapped_column(
         TSVECTOR, sa.Computed("to_tsvector('english'::regconfig, coalesce(subject, ''))", persisted=True),
@@ -72,6 +76,7 @@ class Ticket(Base):
         sa.Index("tickets_customer_email", "customer_email"),
         sa.Index("tickets_customer_email_lower", sa.func.lower(sa.column("customer_email"))),
         sa.Index("tickets_assignee", "assignee_id", "state"),
+        sa.Index("tickets_ack_pending", "created_at", postgresql_where=sa.text("ack_pending")),
     )
 
 

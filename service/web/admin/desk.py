@@ -12,6 +12,7 @@ from service.db.models import Ticket
 from service.tickets.desk import QUEUES, bulk_update, customer_history
 from service.tickets.presence import beat, mark_read, presence, unread_count
 from service.tickets.ratings import csat_report
+from service.tickets.solving import solve_tickets
 from service.tickets.states import Actor
 from service.tickets.tags import parse_tag_text, set_tags, ticket_tags
 from service.tickets.team import get_profile, list_profiles, update_profile
@@ -57,6 +58,8 @@ def bulk():
         flash(f"Nothing changed: {_errors(exc)}.", "error")
     else:
         db().commit()
+        if action == "solve":
+            solve_tickets(runtime(), changed)
         flash(f"{len(changed)} ticket{'s' if len(changed) != 1 else ''} {'solved' if action == 'solve' else 'assigned'}.",
               "success")
     return redirect(request.form.get("back") if (request.form.get("back") or "").startswith("/admin/inbox")

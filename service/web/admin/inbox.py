@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import secrets
+
 from flask import Blueprint, flash, g, redirect, render_template, request, url_for
 
 from service.tickets.attachments import attachments_by_message
 from service.tickets.canned import FilledCanned, filled_canned
-from service.tickets.composer import load_composer
+from service.tickets.composer import last_reply_id, load_composer
 from service.tickets.drafts import (
     DraftView,
     customer_has_last_word,
@@ -16,6 +18,7 @@ from service.tickets.drafts import (
     signed_by,
     stored_draft_view,
 )
+from service.tickets.idempotency import KEY_MAX, KeyReused, claim_key, fingerprint, record_response
 from service.tickets.states import Actor
 from service.tickets.similar import similar_solved_tickets
 from service.tickets.thread import ticket_thread
@@ -103,7 +106,8 @@ def ticket(ticket_id: int):
                            canned=replies, has_llm=runtime().chat is not None, me=_me(), restored=restored,
                            similar=similar, min_similar=runtime().settings.similar_ticket_min_similarity,
                            files=attachments_by_message(db(), ticket_id),
-                           floor=runtime().settings.answer_min_similarity)
+                           floor=runtime().settings.answer_min_similarity,
+                           idempotency_key=secrets.token_urlsafe(16), last_reply_id=last_reply_id(db(), ticket_id, _me()))
 
 
 @inbox.post("/<int:ticket_id>/assign", endpoint="assign")
@@ -136,6 +140,17 @@ def reply(ticket_id: int):
     fields = {"body": request.form.get("body", ""), "internal": internal}
     if request.form.get("status"):
         fields["status"] = request.form["status"]
+    key = request.form.get("idempotency_key", "").strip()[:KEY_MAX] or None  # the form's own: a double submit
+    if key is not None:
+        work_ticket(db(), ticket_id)
+        try:
+            earlier = claim_key(db(), ticket_id, key, fingerprint(fields))
+        except KeyReused:
+            earlier = True
+        if earlier is not None:
+            db().rollback()
+            flash("Already sent: this form was submitted before.", "success")
+            return redirect(url_for("inbox.ticket", ticket_id=ticket_id))
     try:
         sent = send_reply(db(), runtime().settings, ticket_id, fields, agent=Actor("agent", _me()),
                           files=uploaded_files(request.files.getlist("attachments")))
@@ -143,6 +158,8 @@ def reply(ticket_id: int):
         db().rollback()
         flash(f"Not sent: {'; '.join(f'{k} {v}' for k, v in exc.details.items())}.", "error")
         return redirect(url_for("inbox.ticket", ticket_id=ticket_id))
+    if key is not None:
+        record_response(db(), ticket_id, key, 303, {"state": sent.state})
     db().commit()
     if sent.state == "solved":
         learn_from_solved_ticket(ticket_id)

@@ -13,6 +13,7 @@ from flask import Blueprint, Response, redirect, render_template, request, url_f
 from service.db.models import Article, Ticket
 from service.knowledge.articles import ArticleNotFound, get_article
 from service.tickets.helpdesk import (
+    LINK_VERIFIED,
     CustomerTicket,
     answer_sources,
     customer_ticket,
@@ -28,13 +29,14 @@ from service.tickets.work import acknowledge
 from service.tickets.queries import TicketNotFound
 from service.tickets.attachments import attachments_by_message
 from service.tickets.secrets import new_ticket_secret
+from service.tickets.solving import solve_ticket
 from service.tickets.validation import BODY_MAX, is_email
 from service.tickets.workflow import answer_ticket
 from service.validation import ValidationError
 from service.web.errors import ApiError
 from service.web.help.markdown import render_answer, render_article, section_anchor
+from service.links import LINK_PARAMETER, verify_ticket_link
 from service.web.limits import acknowledgement_allowed
-from service.web.links import ticket_link
 from service.web.requests import db, runtime
 
 help_pages = Blueprint("help", __name__, url_prefix="/help")
@@ -145,7 +147,19 @@ def _ticket_key(ticket_id: int) -> str:
     return request.form.get("key") or request.cookies.get(_ticket_cookie(ticket_id), "")
 
 
-def _ticket_page(view: CustomerTicket, key: str, *, email: str = "", error: str | None = None,
+def _signed_link() -> str:
+    """The signed link's token, from the query string or the form the page posted."""
+    return request.form.get(LINK_PARAMETER) or request.args.get(LINK_PARAMETER, "")
+
+
+def _ticket_access(ticket_id: int) -> Any:
+    """LINK_VERIFIED for a valid signed link (an e-mail's, opened on any device), else the ticket's secret."""
+    if verify_ticket_link(runtime().settings, ticket_id, _signed_link(), purpose="view"):
+        return LINK_VERIFIED
+    return _ticket_key(ticket_id)
+
+
+def _ticket_page(view: CustomerTicket, key: Any, *, email: str = "", error: str | None = None,
                  status: int = 200):
     sources = answer_sources(db(), view.ticket)
     links = {s.number: article_url(s.article_id, s.section) for s in sources}
@@ -153,30 +167,40 @@ def _ticket_page(view: CustomerTicket, key: str, *, email: str = "", error: str 
     messages = [m for m in public_thread(db(), view.ticket.id) if m.kind != "ai_answer"]
     thread = messages[1:]  # after the answer
     files = attachments_by_message(db(), view.ticket.id)
-    return render_template("help/ticket.html", view=view, t=view.ticket, key=key, sources=sources, links=links,
+    signed = key is LINK_VERIFIED
+    return render_template("help/ticket.html", view=view, t=view.ticket, key="" if signed else key,
+                           link=_signed_link() if signed else "", sources=sources, links=links,
                            answer=answer, email=email or view.ticket.email or "", error=error,
                            thread=thread, files=files,
                            question_files=files.get(messages[0].id, []) if messages else [],
                            rating=current_rating(db(), view.ticket.id)), status
 
 
-def _escalate(ticket_id: int, key: str, email: str, *, asked_for_person: bool) -> None:
-    """Send the ticket to an agent and, the first time, queue the e-mail with the ticket's link."""
+def _escalate(ticket_id: int, key: Any, email: str, *, asked_for_person: bool) -> None:
+    """Send the ticket to an agent and, the first time (decided under the row lock), queue the e-mail."""
     settings = runtime().settings
-    first_time = customer_ticket(db(), ticket_id, key).escalated_at is None
-    escalate(db(), ticket_id, key, email=email, asked_for_person=asked_for_person,
-             first_response_hours=settings.first_response_hours)
-    if first_time and acknowledgement_allowed():
-        acknowledge(db(), settings, ticket_id, link=ticket_link(ticket_id, key), answer=None)
+    view = escalate(db(), ticket_id, key, email=email, asked_for_person=asked_for_person,
+                    first_response_hours=settings.first_response_hours)
+    if view.escalated_now and acknowledgement_allowed():
+        acknowledge(db(), settings, ticket_id, answer=None)
         notify_unassigned(db(), settings, db().get(Ticket, ticket_id))
+
+
+def _back_to_ticket(ticket_id: int, key: Any, anchor: str) -> Response:
+    """After a form: the ticket page again (with the signed link when that is how it was opened)."""
+    link = {LINK_PARAMETER: _signed_link()} if key is LINK_VERIFIED else {}
+    return redirect(url_for("help.ticket", ticket_id=ticket_id, _anchor=anchor, **link), 303)
 
 
 @help_pages.get("/tickets/<int:ticket_id>")
 def ticket(ticket_id: int):
     """The customer's ticket: the answer, its sources, and whether an agent has it. Wrong key → 404.
 
-    A link with ``?key=`` (from before the cookie) is exchanged once for the cookie and a clean URL.
+    A link with ``?key=`` (from before the cookie) is exchanged once for the cookie and a clean URL. A signed
+    ``?link=`` (every customer e-mail's) opens the page as it is, with no cookie, on any device.
     """
+    if verify_ticket_link(runtime().settings, ticket_id, request.args.get(LINK_PARAMETER), purpose="view"):
+        return _ticket_page(customer_ticket(db(), ticket_id, LINK_VERIFIED), LINK_VERIFIED)
     if "key" in request.args:
         key = request.args["key"]
         customer_ticket(db(), ticket_id, key)  # a wrong key is a 404 here, and sets no cookie
@@ -188,16 +212,17 @@ def ticket(ticket_id: int):
 @help_pages.post("/tickets/<int:ticket_id>/solved")
 def solved(ticket_id: int):
     """"Yes, this solved it": recorded as self-served."""
-    key = _ticket_key(ticket_id)
+    key = _ticket_access(ticket_id)
     mark_solved(db(), ticket_id, key)
     db().commit()
-    return redirect(url_for("help.ticket", ticket_id=ticket_id, _anchor="outcome"), 303)
+    solve_ticket(runtime(), ticket_id)
+    return _back_to_ticket(ticket_id, key, "outcome")
 
 
 @help_pages.post("/tickets/<int:ticket_id>/escalate", endpoint="escalate")
 def escalate_ticket(ticket_id: int):
     """"No" or "talk to a person": an agent gets the ticket and replies to the email given."""
-    key, email = _ticket_key(ticket_id), request.form.get("email", "").strip()
+    key, email = _ticket_access(ticket_id), request.form.get("email", "").strip()
     try:
         _escalate(ticket_id, key, email, asked_for_person=request.form.get("person") == "1")
     except ValidationError:
@@ -205,13 +230,13 @@ def escalate_ticket(ticket_id: int):
         return _ticket_page(customer_ticket(db(), ticket_id, key), key, email=email, status=400,
                             error="Please enter the email address an agent should reply to.")
     db().commit()
-    return redirect(url_for("help.ticket", ticket_id=ticket_id, _anchor="outcome"), 303)
+    return _back_to_ticket(ticket_id, key, "outcome")
 
 
 @help_pages.post("/tickets/<int:ticket_id>/reply", endpoint="follow_up")
 def follow_up_ticket(ticket_id: int):
     """The customer writes again: added to the thread; the ticket goes back to an agent."""
-    key = _ticket_key(ticket_id)
+    key = _ticket_access(ticket_id)
     try:
         follow_up(db(), ticket_id, key, request.form.get("body", ""),
                   first_response_hours=runtime().settings.first_response_hours)
@@ -221,7 +246,7 @@ def follow_up_ticket(ticket_id: int):
         return _ticket_page(customer_ticket(db(), ticket_id, key), key, status=400,
                             error="Please write your message (up to 20,000 characters).")
     db().commit()
-    return redirect(url_for("help.ticket", ticket_id=ticket_id, _anchor="thread"), 303)  # no secret in the URL
+    return _back_to_ticket(ticket_id, key, "thread")  # no secret in the URL
 
 
 @help_pages.get("/articles")

@@ -5,15 +5,25 @@ from __future__ import annotations
 
 from flask import Blueprint, redirect, render_template, request, url_for
 
+from service.db.models import Ticket
+from service.links import verify_ticket_link
 from service.tickets.queries import TicketNotFound
 from service.tickets.ratings import RatingNotAllowed, rate_ticket
 from service.validation import ValidationError
 from service.web.help.pages import _not_found_page, _security_headers, _ticket_key
-from service.web.requests import db
+from service.web.requests import db, runtime
 
 help_rating = Blueprint("help_rating", __name__, url_prefix="/help")
 help_rating.after_request(_security_headers)
 help_rating.register_error_handler(TicketNotFound, _not_found_page)
+
+
+def _signed_link_token(ticket_id: int) -> str | None:
+    """The ticket's reply token when the form came from a page a valid signed link opened (no secret there)."""
+    if not verify_ticket_link(runtime().settings, ticket_id, request.form.get("link"), purpose="view"):
+        return None
+    ticket = db().get(Ticket, ticket_id)
+    return ticket.reply_token if ticket is not None else None
 
 
 @help_rating.get("/tickets/<int:ticket_id>/rate", endpoint="rate_page")
@@ -26,7 +36,7 @@ def rate_page(ticket_id: int):
 @help_rating.post("/tickets/<int:ticket_id>/rate", endpoint="rate")
 def rate(ticket_id: int):
     """Store the rating (a second one replaces the first); back to the ticket page, or a thank-you."""
-    token = request.form.get("token") or None
+    token = request.form.get("token") or _signed_link_token(ticket_id)
     key = None if token else _ticket_key(ticket_id)
     fields = {"rating": request.form.get("rating")}
     if request.form.get("comment", "").strip():
@@ -40,6 +50,8 @@ def rate(ticket_id: int):
         return render_template("help/rate.html", ticket_id=ticket_id, token=token or "", key=key or "",
                                done=False, error=error), 400 if isinstance(exc, ValidationError) else 409
     db().commit()
+    if request.form.get("link"):  # rated from the page a signed link opened: back to it
+        return redirect(url_for("help.ticket", ticket_id=ticket_id, link=request.form["link"], _anchor="rating"), 303)
     if token:
         return render_template("help/rate.html", ticket_id=ticket_id, token="", key="", done=True, error=None)
     return redirect(url_for("help.ticket", ticket_id=ticket_id, _anchor="rating"), 303)

@@ -34,7 +34,9 @@
       timer = null;
       const body = textarea.value;
       if (leaving || body === saved || (saved === null && body === initial)) return;
-      const request = send("PUT", composerUrl, { body: body }, keepalive);
+      // after_message_id: a save that arrives after this agent's next reply is refused (409), not restored.
+      const request = send("PUT", composerUrl,
+                           { body: body, after_message_id: Number(form.dataset.lastReplyId || 0) }, keepalive);
       inFlight = request;
       try {
         const data = await request;
@@ -56,8 +58,13 @@
       timer = setTimeout(save, SAVE_DELAY_MS);
     });
 
+    let submitted = false;  // a double click sends once (the server also keeps the form's idempotency key)
     form.addEventListener("submit", function (event) {
       if (sending) return;  // the send resumed after the autosave landed
+      if (submitted) {  // a second click while the first is on its way: ignored
+        event.preventDefault();
+        return;
+      }
       const notice = document.getElementById("draft-notice");
       const line = notice ? notice.dataset.notice : "";
       if (line && textarea.value.includes(line) &&
@@ -66,6 +73,7 @@
         return;
       }
       clearTimeout(timer);
+      submitted = true;
       leaving = true;  // sent: the server clears the saved text with the reply
       if (inFlight) {
         // Issue 34: an autosave still on its way could land after the reply and refill the composer: send after it.
