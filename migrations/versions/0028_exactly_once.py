@@ -13,7 +13,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0028"
-down_revision = "0033"
+down_revision = "0026"
 branch_labels = None
 depends_on = None
 

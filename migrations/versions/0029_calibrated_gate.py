@@ -14,7 +14,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0029"
-down_revision = "0026"
+down_revision = "0028"
 branch_labels = None
 depends_on = None
 
