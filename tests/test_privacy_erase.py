@@ -159,6 +159,10 @@ def test_erasing_one_customer_leaves_no_trace_of_them_anywhere_and_the_other_unc
     assert customer_rows(session, BEA[0]) == bea_before
     assert deflection_report(session, days=7).total == counts_before  # aggregates stay
     assert session.execute(team_mail).scalar_one() >= 1  # Bea's
+    # A busy minute's notifications share one e-mail (a batch): Ann's parts went, Bea's stayed.
+    team_bodies = " ".join(session.execute(sa.text("SELECT body FROM mail_outbox "
+                                                   "WHERE to_address = 'team@example.com'")).scalars())
+    assert BEA[1][1] in team_bodies and ANN[1][1] not in team_bodies
     assert {hit[2] for hit in scan(session, bea_needles, [BEA[2]])} >= {BEA[0], BEA[2].hex()}
     event = session.execute(sa.text("SELECT kind, actor, counts FROM privacy_events")).one()
     assert event.kind == "erase" and event.actor == "token:tests" and event.counts == counts

@@ -63,7 +63,10 @@ def _params(email: str | None, ticket_ids: list[int]) -> dict:
 
 
 def _bind(sql: str) -> sa.TextClause:
-    return sa.text(sql).bindparams(sa.bindparam("ticket_ids", type_=ARRAY(sa.BigInteger)))
+    statement = sa.text(sql)
+    if ":ticket_ids" not in sql:  # e.g. the batches a previous line emptied
+        return statement
+    return statement.bindparams(sa.bindparam("ticket_ids", type_=ARRAY(sa.BigInteger)))
 
 
 def erase_rows(session: Session, email: str | None, ticket_ids: list[int], *, dry_run: bool,

@@ -20,6 +20,16 @@ NOTIFICATION_OF_TICKETS = "(ticket_id IS NULL AND substring(subject from '^\\[T-
                           "= ANY(:ticket_ids))"
 
 
+# The mail worker batches a busy minute's notifications to one address into one e-mail (service.mail.outbox:
+# "N notifications, the latest: …", parts joined by a line of dashes, each naming its ticket "T-n"): the parts about
+# the customer's tickets go, the others stay; a batch left empty goes.
+BATCH_SEPARATOR = "E'\\n\\n' || repeat('-', 40) || E'\\n\\n'"
+NAMES_TICKETS = "(cardinality(:ticket_ids) > 0 AND {text} ~ ('T-(' || array_to_string(:ticket_ids, '|') || ')\\M'))"
+BATCH_OF_TICKETS = "(ticket_id IS NULL AND reply_to IS NULL AND {mentions})".format(
+    mentions=NAMES_TICKETS.format(text="body"))
+KEPT_PARTS = (f"ARRAY(SELECT part FROM unnest(string_to_array(body, {BATCH_SEPARATOR})) AS part "
+              f"WHERE NOT {NAMES_TICKETS.format(text='part')})")
+EMPTIED_BATCH = "(ticket_id IS NULL AND reply_to IS NULL AND body = '' AND subject = '0 notifications')"
 WIDGET_CONVERSATIONS = "SELECT id FROM widget_conversations WHERE lower(email) = :email OR ticket_id = ANY(:ticket_ids)"
 
 
@@ -80,6 +90,10 @@ TARGETS: list[ErasureTarget] = [
                f"{MENTIONS_ADDRESS.format(column='sender')} OR position(convert_to(:email, 'UTF8') in raw) > 0"),
     rows_where("outbox", "mail_outbox", f"{OF_TICKETS} OR {MENTIONS_ADDRESS.format(column='to_address')} OR "
                f"{NOTIFICATION_OF_TICKETS}"),
+    rows_set("notification_batches", "mail_outbox",
+             f"body = array_to_string({KEPT_PARTS}, {BATCH_SEPARATOR}), "
+             f"subject = cardinality({KEPT_PARTS}) || ' notifications'", BATCH_OF_TICKETS),
+    rows_where("emptied_batches", "mail_outbox", EMPTIED_BATCH),
     rows_where("candidates", "article_candidates", OF_TICKETS),
     json_mentions("candidate_mentions", "article_candidates", "also_asked"),
     json_mentions("proposal_mentions", "importance_proposals", "evidence", "questions"),

@@ -3,7 +3,7 @@ Host header, which a client chooses. Ticket links are service.links's signed one
 
 from __future__ import annotations
 
-from flask import url_for
+from flask import request, url_for
 
 from service.links import base_url, ticket_link as signed_ticket_link
 from service.web.help.markdown import section_anchor
@@ -18,6 +18,15 @@ def public_url(endpoint: str, **values) -> str:
 def article_link(article_id: int, section: str | None) -> str:
     """The public article page, at the section's heading."""
     return public_url("help.article", article_id=article_id, _anchor=section_anchor(section))
+
+
+def article_link_for_this_page(article_id: int, section: str | None) -> str:
+    """The article page for a response read at once by the requester (the chat widget's citations):
+    SUPPORTRAG_PUBLIC_URL when set, else the origin the requester used, which only they see. Never for e-mail."""
+    if runtime().settings.public_url:
+        return article_link(article_id, section)
+    return request.host_url.rstrip("/") + url_for("help.article", article_id=article_id,
+                                                   _anchor=section_anchor(section))
 
 
 def ticket_link(ticket_id: int, _secret: str | None = None) -> str:

@@ -21,7 +21,7 @@ from service.tickets.workflow import answer_ticket
 from service.db.models import Ticket
 from service.web.errors import ApiError
 from service.web.limits import count_hit, too_many
-from service.web.links import article_link, ticket_link
+from service.web.links import article_link_for_this_page, ticket_link
 from service.web.requests import json_body, runtime
 from service.widget.answering import AnswerRecord, answer_events
 from service.widget.conversations import (
@@ -94,7 +94,7 @@ def _limit_visitor(session, conversation_id: int) -> None:
 
 def _citation_links(citations: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each cited article's help-center page, at the matched section."""
-    return [c | {"url": article_link(c["article_id"], c["section"])} for c in citations]
+    return [c | {"url": article_link_for_this_page(c["article_id"], c["section"])} for c in citations]
 
 
 @widget.get("/widget.js")
