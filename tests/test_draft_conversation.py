@@ -269,3 +269,17 @@ def _solved(similarity: float) -> SimilarTicket:
 def test_a_solved_ticket_is_quoted_only_when_it_is_closer_than_the_best_article(articles, tickets, expected):
     evidence = Evidence([_result(s) for s in articles], {}, [_solved(s) for s in tickets], None)
     assert ticket_is_closer(evidence) is expected
+
+
+@pytest.mark.parametrize("confidence, top, expected", [
+    (0.41, 0.52, "confidence 0.41, the answer threshold is 0.75"),  # over the floor, under the calibrated threshold
+    (None, 0.21, "nothing above the answer threshold (0.30)"),  # under the similarity floor
+])
+def test_the_notice_names_what_the_draft_fell_short_of(confidence, top, expected):
+    from service.tickets.answering import GateDecision
+    from service.tickets.draft_evidence import nothing_above_notice
+
+    gate = GateDecision(answerable=False, top_similarity=top, min_similarity=0.30, reason="r",
+                        confidence=confidence, threshold=0.75 if confidence is not None else None)
+    notice = nothing_above_notice(gate, [replace(_result(top), title="Track your order")])
+    assert expected in notice and "nearest, below the threshold: “Track your order” at" in notice

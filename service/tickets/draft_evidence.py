@@ -74,8 +74,12 @@ def nothing_above_notice(gate: GateDecision, results: list[SearchResult]) -> str
     if gate.top_similarity is None or not results:
         return f"The knowledge base has nothing above the answer threshold: {gate.reason}."
     best = max((r for r in results if r.similarity is not None), key=lambda r: r.similarity)
-    return (f"The knowledge base has nothing above the answer threshold ({gate.min_similarity:.2f}); "
-            f"nearest, below the threshold: “{best.section or best.title}” at {gate.top_similarity:.3f}.")
+    nearest = f"nearest, below the threshold: “{best.section or best.title}” at {gate.top_similarity:.3f}."
+    if gate.confidence is not None and gate.threshold is not None and gate.top_similarity >= gate.min_similarity:
+        # Over the similarity floor, but the calibrated gate's confidence that this answer is right is too low.
+        return (f"The knowledge base has nothing the AI is confident enough to answer with (confidence "
+                f"{gate.confidence:.2f}, the answer threshold is {gate.threshold:.2f}); {nearest}")
+    return f"The knowledge base has nothing above the answer threshold ({gate.min_similarity:.2f}); {nearest}"
 
 
 def nearest_articles(results: list[SearchResult]) -> list[NearestArticle]:
