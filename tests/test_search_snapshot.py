@@ -9,10 +9,13 @@ import pytest
 import sqlalchemy as sa
 
 from service.config import Settings
+from service.db.engine import READ_REPLICA, create_engine
 from service.db.snapshot import read_snapshot
 from service.knowledge.articles import add_article
 from service.retrieval.search import run_search
 from service.runtime import Runtime
+
+from .conftest import new_database
 
 QUERY = "parrot food delivery to Mars"
 LATE = {"title": "Parrot food delivery to Mars", "content": "We deliver parrot food to Mars every second Tuesday."}
@@ -96,3 +99,21 @@ def test_the_snapshot_ends_with_the_block_and_a_write_after_it_works(committed):
             assert session.execute(sa.text("SHOW transaction_read_only")).scalar_one() == "on"
         assert not session.in_transaction()
         assert session.execute(sa.text("SHOW transaction_read_only")).scalar_one() == "off"
+
+
+def test_with_a_read_replica_both_connections_read_a_snapshot(pg_url, migrated_template, migrated_database_url):
+    """Searches' marked statements run on the replica, synonyms and lexemes on the primary: both are set."""
+    probe = sa.text("SELECT current_setting('transaction_isolation'), current_setting('transaction_read_only'),"
+                    " current_database()")
+    with new_database(pg_url, migrated_template) as replica_url:
+        primary, replica = create_engine(migrated_database_url, pool_size=1), create_engine(replica_url, pool_size=1)
+        try:
+            runtime = Runtime(Settings(), primary, read_engine=replica)
+            with runtime.session() as session, read_snapshot(session) as fresh:
+                marked = tuple(session.execute(probe.execution_options(**{READ_REPLICA: True})).one())
+                plain = tuple(session.execute(probe).one())
+        finally:
+            primary.dispose()
+            replica.dispose()
+    assert fresh is True and marked[2] != plain[2]  # two servers' worth of connections
+    assert marked[:2] == plain[:2] == ("repeatable read", "on")

@@ -10,9 +10,10 @@ from sqlalchemy.orm import Session
 
 from service.db.engine import READ_REPLICA
 
-# Marked like the searches' own statements, so it opens the transaction on the connection they run on.
-SNAPSHOT_SQL = text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").execution_options(
-    **{READ_REPLICA: True})
+# One for the connection the searches' marked statements run on (the read replica, if any), one for the primary
+# (synonyms, lexemes): with no replica both are the same connection, and it is set once.
+PRIMARY_SNAPSHOT_SQL = text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+SNAPSHOT_SQL = PRIMARY_SNAPSHOT_SQL.execution_options(**{READ_REPLICA: True})
 
 
 @contextmanager
@@ -29,4 +30,6 @@ def read_snapshot(session: Session) -> Iterator[bool]:
         fresh = not session.connection(bind_arguments={"clause": SNAPSHOT_SQL}).in_nested_transaction()
         if fresh:
             session.execute(SNAPSHOT_SQL)
+            if session.get_bind(clause=SNAPSHOT_SQL) is not session.get_bind(clause=PRIMARY_SNAPSHOT_SQL):
+                session.execute(PRIMARY_SNAPSHOT_SQL)
         yield fresh
