@@ -134,7 +134,7 @@ def tickets_draft(ticket_id: int):
 
 @tickets_api.post("/tickets/<int:ticket_id>/draft")
 def tickets_draft_create(ticket_id: int):
-    """Make (or remake) the ticket's AI draft: ``{instruction?}`` (with a language model) → 201 ``{draft, citations}``."""
+    """Make (or remake) the ticket's AI draft: ``{instruction?}`` (with a language model) → 201, the draft."""
     rt = runtime()
     work_ticket(db(), ticket_id)
     body = json_body(DRAFT_FIELDS) if request.get_data() else {}
