@@ -166,7 +166,7 @@ def test_queues_sort_by_due_time_and_assign_to_me_moves_a_ticket_to_mine(seeded,
 def test_a_reply_sets_pending_records_the_draft_and_its_edit_ratio(seeded, client):
     ticket_id = _escalated_ticket(client, {"subject": "Password", "body": "How do I reset my password? "
                                            "The link never arrives.", "email": "alice@example.com"})
-    draft = client.get(f"/api/tickets/{ticket_id}/draft").get_json()
+    draft = client.post(f"/api/tickets/{ticket_id}/draft").get_json()
     assert draft["citations"] and draft["citations"][0]["url"].startswith("http")
     assert "[1]" in draft["draft"] and draft["citations"][0]["url"] in draft["draft"]
     sent = client.post(f"/api/tickets/{ticket_id}/replies", json={"body": draft["draft"] + "\nThanks!"})

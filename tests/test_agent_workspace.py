@@ -140,7 +140,7 @@ def test_the_composer_is_for_sessions_a_token_gets_403_and_an_unknown_ticket_404
 def test_with_nothing_above_the_gate_the_draft_cites_nothing_and_says_so(seeded, client):
     ticket_id = _ticket(client, VAT, subject="Wrong VAT number")
     assert client.get(f"/api/tickets/{ticket_id}").get_json()["ticket"]["status"] == "needs_agent"
-    draft = client.get(f"/api/tickets/{ticket_id}/draft").get_json()
+    draft = client.post(f"/api/tickets/{ticket_id}/draft").get_json()
     assert draft["grounded"] is False and draft["citations"] == [] and draft["mode"] == "none"
     assert draft["draft"].startswith("Hello,") and "[1]" not in draft["draft"] and "/help/articles/" not in draft["draft"]
     line = re.search(r"nothing above the answer threshold \(0\.30\); nearest, below the threshold: "
@@ -150,7 +150,7 @@ def test_with_nothing_above_the_gate_the_draft_cites_nothing_and_says_so(seeded,
 
 def test_a_grounded_draft_says_so(seeded, client):
     ticket_id = _ticket(client, "How do I reset my password? The link never arrives.", subject="Password")
-    draft = client.get(f"/api/tickets/{ticket_id}/draft").get_json()
+    draft = client.post(f"/api/tickets/{ticket_id}/draft").get_json()
     assert draft["grounded"] is True and draft["notice"] is None and draft["citations"][0]["article_id"]
 
 
@@ -210,7 +210,7 @@ def test_the_draft_grounds_on_a_close_solved_ticket_but_customers_still_get_arti
     _solve(client, solved, VAT_REPLY)
     new = _ticket(client, VAT_AGAIN, subject="VAT on invoice")
     assert client.get(f"/api/tickets/{new}").get_json()["ticket"]["status"] == "needs_agent"  # gate: articles
-    draft = client.get(f"/api/tickets/{new}/draft").get_json()
+    draft = client.post(f"/api/tickets/{new}/draft").get_json()
     assert draft["grounded"] is True and draft["notice"]  # no article over the gate, said so
     assert draft["citations"] == [{"number": 1, "ticket_id": solved, "title": f"Solved ticket T-{solved}",
                                    "url": f"/admin/inbox/{solved}"}]
@@ -225,7 +225,7 @@ def test_with_a_language_model_the_draft_cites_a_solved_ticket_as_its_reference(
     seeded.chat = OpenAIChatModel(Settings(data_dir=tmp_path, llm_base_url=fake_openai.base_url, llm_api_key="test",
                                            llm_max_retries=0))
     try:
-        draft = client.get(f"/api/tickets/{new}/draft").get_json()
+        draft = client.post(f"/api/tickets/{new}/draft").get_json()
     finally:
         seeded.chat.client.close()
         seeded.chat = None

@@ -99,7 +99,7 @@ def test_a_solved_ticket_closer_than_the_best_article_is_quoted_scrubbed_and_cit
     seeded.settings = replace(gate, answer_min_similarity=0.99)  # handed off: the customer got no article yet
     new, _ = _ticket(client, RESET_AGAIN, subject="Reset email")
     seeded.settings = gate
-    draft = client.get(f"/api/tickets/{new}/draft").get_json()
+    draft = client.post(f"/api/tickets/{new}/draft").get_json()
     assert draft["grounded"] is True and draft["notice"] is None  # the reset article clears the 0.30 gate ...
     assert draft["citations"] == [{"number": 1, "ticket_id": solved, "title": f"Solved ticket T-{solved}",
                                    "url": f"/admin/inbox/{solved}"}]  # ... but the solved twin is closer
@@ -168,7 +168,7 @@ def test_a_language_model_draft_is_told_what_the_customer_already_got(seeded, cl
     seeded.chat = OpenAIChatModel(Settings(data_dir=tmp_path, llm_base_url=fake_openai.base_url, llm_api_key="test",
                                            llm_max_retries=0))
     try:
-        draft = client.get(f"/api/tickets/{ticket_id}/draft").get_json()
+        draft = client.post(f"/api/tickets/{ticket_id}/draft").get_json()
     finally:
         seeded.chat.client.close()
         seeded.chat = None
@@ -191,7 +191,7 @@ def test_after_a_send_nothing_refills_the_composer_until_the_customer_writes(see
     page, composer = _workspace(agent, ticket_id)
     assert composer == "" and 'id="no-draft"' in page
     assert [d.used_by_message_id is not None for d in _drafts(session, ticket_id)] == [True]  # none made since
-    api = client.get(f"/api/tickets/{ticket_id}/draft").get_json()  # asked for explicitly: still made
+    api = client.post(f"/api/tickets/{ticket_id}/draft").get_json()  # asked for explicitly: still made
     assert api["draft"].startswith("Hello,")
     _follow_up(anonymous_client, ticket_id, key, "Thanks. And how do I reset my password?")
     page, composer = _workspace(agent, ticket_id)
@@ -203,7 +203,7 @@ def test_evidence_below_the_gate_is_shown_as_nearest_never_as_cited(seeded, clie
     page, _ = _workspace(agent, ticket_id)
     evidence = page[page.index('id="evidence-heading"'):page.index("<table")]
     assert "Nearest, below the threshold:" in evidence and "cites" not in evidence
-    draft = client.get(f"/api/tickets/{ticket_id}/draft").get_json()
+    draft = client.post(f"/api/tickets/{ticket_id}/draft").get_json()
     assert draft["citations"] == [] and draft["nearest"]
     assert all(n["similarity"] < 0.30 for n in draft["nearest"]) and draft["nearest"][0]["title"] in evidence
 
@@ -214,7 +214,7 @@ def test_a_grounded_draft_lists_no_nearest_articles(seeded, client):
     seeded.settings = replace(gate, answer_min_similarity=0.99)
     handed_off, _ = _ticket(client, "How do I reset my password? The link never arrives.", subject="Password")
     seeded.settings = gate
-    draft = client.get(f"/api/tickets/{handed_off}/draft").get_json()
+    draft = client.post(f"/api/tickets/{handed_off}/draft").get_json()
     assert draft["citations"][0]["article_id"] and draft["nearest"] == []
 
 
@@ -230,11 +230,11 @@ def test_the_draft_signs_with_the_agents_display_name(seeded, app, runtime, clie
     _, theirs = _workspace(colleague, ticket_id)  # the same stored draft, signed by whoever opens it
     assert theirs.endswith("Best regards,\nOtto K.") and theirs[:-len("Otto K.")] == composer[:-len(AGENT_NAME)]
     assert len(_drafts(session, ticket_id)) == 1
-    unassigned = client.get(f"/api/tickets/{ticket_id}/draft").get_json()["draft"]  # a token is nobody
+    unassigned = client.post(f"/api/tickets/{ticket_id}/draft").get_json()["draft"]  # a token is nobody
     assert unassigned.endswith("Best regards,\nSupport")
     page = agent.get(f"/admin/inbox/{ticket_id}").get_data(as_text=True)
     agent.post(f"/admin/inbox/{ticket_id}/assign", data={"csrf_token": csrf_from(page)})
-    assigned = client.get(f"/api/tickets/{ticket_id}/draft").get_json()["draft"]
+    assigned = client.post(f"/api/tickets/{ticket_id}/draft").get_json()["draft"]
     assert assigned.endswith(f"Best regards,\n{AGENT_NAME}")
 
 

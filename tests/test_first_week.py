@@ -354,7 +354,7 @@ def test_the_workspace_folds_evidence_below_the_floor_and_the_draft_never_cites_
     html = admin_client.get(f"/admin/inbox/{ticket_id}").get_data(as_text=True)
     folded = html[html.index('class="below-floor"'):html.index("</details>", html.index('class="below-floor"'))]
     assert all(title in folded for title in below)
-    draft = client.get(f"/api/tickets/{ticket_id}/draft").get_json()
+    draft = client.post(f"/api/tickets/{ticket_id}/draft").get_json()
     assert draft["citations"] and not {c["title"] for c in draft["citations"]} & set(below)
 
 

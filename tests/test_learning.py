@@ -372,7 +372,7 @@ def test_agent_replies_count_as_draft_outcomes_of_the_articles_their_drafts_cite
         seeded, client, anonymous_client, runtime):
     first = _handed_off(anonymous_client, "How do I get my money back for a returned order?")
     second = _handed_off(anonymous_client, "I want a refund for the shoes I sent back")
-    drafts = {t: client.get(f"/api/tickets/{t}/draft").get_json() for t in (first, second)}
+    drafts = {t: client.post(f"/api/tickets/{t}/draft").get_json() for t in (first, second)}
     cited = {c["article_id"] for d in drafts.values() for c in d["citations"]}
     assert cited, drafts
     assert client.post(f"/api/tickets/{first}/replies", json={"body": drafts[first]["draft"]}).status_code == 201

@@ -106,7 +106,7 @@ def test_a_draft_never_carries_another_customers_reply_unscrubbed(seeded, client
     second = client.post("/api/tickets", json={"subject": "Mars delivery",
                                                "body": "Can you ship parrot food to Mars?",
                                                "email": "bob@example.com"}).get_json()["ticket"]["id"]
-    draft = client.get(f"/api/tickets/{second}/draft").get_json()
+    draft = client.post(f"/api/tickets/{second}/draft").get_json()
     assert "only ship parrot food to addresses on Earth" in draft["draft"], draft["draft"]
     assert f"T-{first}" in draft["draft"]  # marked as coming from that ticket
     assert leaked(draft["draft"]) == []

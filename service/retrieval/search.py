@@ -13,6 +13,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from service.db.engine import READ_REPLICA
+from service.db.snapshot import read_snapshot
 from service.knowledge.sections import PATH_SEPARATOR
 from service.providers.embeddings import Embedder, EmbeddingError, embed_narrow
 from service.retrieval.bm25 import build_bm25_query
@@ -133,6 +134,16 @@ def run_search(session: Session, embedder: Embedder, query: str, *, limit: int =
             raise
         log.warning("embedding failed at query time, searching by keywords: %s", exc)
         mode, degraded = "lexical", DEGRADED_EMBEDDING
+    with read_snapshot(session):  # the count, the ranking and a timed-out leg's retry read the same rows
+        return _search_statements(session, embedder, query, vector, limit=limit, weights=weights,
+                                  retrieval=retrieval, mode=mode, degraded=degraded, now=now,
+                                  source_prefix=source_prefix)
+
+
+def _search_statements(session: Session, embedder: Embedder, query: str, vector: np.ndarray | None, *,
+                       limit: int, weights: RankingWeights, retrieval: RetrievalSettings, mode: str,
+                       degraded: str | None, now: datetime, source_prefix: str | None) -> SearchOutcome:
+    """The search's statements for an embedded (or degraded) query, by mode."""
     if mode == "vector":
         rows = rank_articles(session, vector, model=embedder.model_name, limit=limit, weights=weights,
                              retrieval=retrieval, now=now, source_prefix=source_prefix)

@@ -70,6 +70,7 @@ AGENT_WRITE_ENDPOINTS = frozenset({
     "admin.logout_everywhere", "agent_work_api.composer_save",
     "desk_api.tags", "desk_api.bulk", "desk_api.presence_beat", "desk_api.presence_leave",
     "gate_api.review",  # issue 34: an agent labels the AI's answer from the review queue
+    "tickets_api.tickets_draft_create",  # issue 33: reading a draft never writes; an agent makes one by POST
 })
 AGENT_WRITE_PREFIXES = ("inbox.", "desk.")  # the agent inbox's forms, the ticket list's and the settings page
 ADMIN_ONLY_ENDPOINTS = frozenset({"admin.article_new", "admin_import.upload"})  # pages that only lead to a write

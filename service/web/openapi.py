@@ -89,9 +89,12 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
      "The thread (internal notes included) with each reply's e-mail state", None, ("200", "MessageList"),
      [_path_id("ticket_id")]),
     ("/api/tickets/{ticket_id}/draft", "get", "tickets_api.tickets_draft",
-     "A new AI draft for an agent, with its citations; `grounded` is false (and `notice` says why) when no article clears the answer gate and no solved ticket is close", None,
-     ("200", "Draft"), [_path_id("ticket_id"), _query("instruction", {
-         "type": "string", "maxLength": 500, "pattern": QUERY_TEXT_PATTERN}, "e.g. 'shorter' (language model only)")]),
+     "The ticket's current AI draft, signed by the caller (404 when there is none: reading never makes one); "
+     "`grounded` is false (and `notice` says why) when no article clears the answer gate and no solved ticket is close",
+     None, ("200", "Draft"), [_path_id("ticket_id")]),
+    ("/api/tickets/{ticket_id}/draft", "post", "tickets_api.tickets_draft_create",
+     "Make (or remake) the AI draft for an agent, with its citations; the body may be empty, `instruction` needs "
+     "a language model", "DraftRequest", ("201", "Draft"), [_path_id("ticket_id")]),
     ("/api/tickets/{ticket_id}/composer", "get", "agent_work_api.composer_show",
      "The logged-in agent's unsent reply text for the ticket (sessions only; empty when none)", None,
      ("200", "ComposerEnvelope"), [_path_id("ticket_id")]),
@@ -165,6 +168,8 @@ OPERATIONS: list[tuple[str, str, str, str, str | None, tuple[str, str | None], l
 ]
 
 
+OPTIONAL_BODIES = frozenset({"DraftRequest"})  # an empty POST makes a plain draft
+
 QUERY_PARAMETERS = {endpoint: frozenset(p["name"] for p in parameters if p["in"] == "query")
                     for _, _, endpoint, _, _, _, parameters in OPERATIONS}
 
@@ -215,7 +220,8 @@ def build_spec(settings: Settings) -> dict[str, Any]:
                 "message/rfc822": {"schema": {"type": "string", "format": "binary"}},
                 "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}
         elif body:
-            operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": ref(body)}}}
+            operation["requestBody"] = {"required": body not in OPTIONAL_BODIES,
+                                        "content": {"application/json": {"schema": ref(body)}}}
         paths.setdefault(path, {})[method] = operation
     return {
         "openapi": "3.1.0",

@@ -242,6 +242,8 @@ SCHEMAS: dict[str, Any] = {
                                                    "similarity": nullable({"type": "number"})},
                                                   ["article_id", "title", "similarity"])}},
         ["draft", "citations", "grounded"]),
+    "DraftRequest": obj({"instruction": {"type": "string", "maxLength": 500, "pattern": NO_NUL_PATTERN,
+                                         "description": "e.g. 'shorter' (language model only)"}}, [], closed=True),
     # Issue 25 (agent-work): the composer saved as typed, similar solved tickets.
     "ComposerSave": obj({"body": {"type": "string", "maxLength": BODY_MAX, "pattern": NO_NUL_PATTERN},
                          "after_message_id": {"type": "integer", "minimum": 0}}, ["body"], closed=True),

@@ -8,7 +8,7 @@ from flask import Blueprint, g, jsonify, request, url_for
 
 from service.accounts import user_id_for
 from service.tickets.attachments import attachments_by_message
-from service.tickets.drafts import make_draft
+from service.tickets.drafts import draft_signer, latest_draft, make_draft, signed_by, stored_draft_view
 from service.tickets.idempotency import KeyReused, check_key, claim_key, fingerprint, record_response
 from service.tickets.queries import add_feedback, content_gaps, get_ticket
 from service.tickets.secrets import new_ticket_secret
@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 tickets_api = Blueprint("tickets_api", __name__, url_prefix="/api")
 TICKET_FIELDS = ("subject", "body", "email")
 FEEDBACK_FIELDS = ("helpful", "comment")
+DRAFT_FIELDS = ("instruction",)
 SECRET_HEADER = "X-Ticket-Secret"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
@@ -121,13 +122,29 @@ def _email_fields(state) -> dict:
 
 @tickets_api.get("/tickets/<int:ticket_id>/draft")
 def tickets_draft(ticket_id: int):
-    """A new AI draft for the ticket: ``{draft, citations}``; ``?instruction=`` (with a language model)."""
+    """The ticket's current AI draft (the newest one no reply used and no customer message overtook), signed by
+    the caller; a 404 when there is none. Reading never writes: ``POST`` makes one."""
+    ticket = work_ticket(db(), ticket_id)
+    stored = latest_draft(db(), ticket_id)
+    if stored is None:
+        raise ApiError(404, "not_found", f"ticket {ticket_id} has no current draft: POST to this URL makes one")
+    view = stored_draft_view(db(), stored, article_link)
+    return jsonify(signed_by(view, draft_signer(db(), ticket, _my_user_id())).to_dict())
+
+
+@tickets_api.post("/tickets/<int:ticket_id>/draft")
+def tickets_draft_create(ticket_id: int):
+    """Make (or remake) the ticket's AI draft: ``{instruction?}`` (with a language model) → 201, the draft."""
     rt = runtime()
     work_ticket(db(), ticket_id)
-    draft = make_draft(db(), rt, rt.chat, ticket_id, link=article_link, instruction=request.args.get("instruction"),
+    body = json_body(DRAFT_FIELDS) if request.get_data() else {}
+    draft = make_draft(db(), rt, rt.chat, ticket_id, link=article_link, instruction=body.get("instruction"),
                        user_id=_my_user_id())
     db().commit()
-    return jsonify(draft.to_dict())
+    response = jsonify(draft.to_dict())
+    response.status_code = 201
+    response.headers["Location"] = url_for("tickets_api.tickets_draft", ticket_id=ticket_id)
+    return response
 
 
 @tickets_api.post("/tickets/<int:ticket_id>/replies")

@@ -62,6 +62,8 @@ def _draft(ticket_id: int) -> DraftView | None:
         return signed_by(view, draft_signer(db(), work_ticket(db(), ticket_id), _me()))
     if not customer_has_last_word(db(), ticket_id):
         return None
+    # The one GET that writes (the API's GET never does): the composer is drawn here and must hold the draft without
+    # script, and it writes once per state of the thread (docs/agents-workspace.md#reading-a-draft-never-writes).
     draft = make_draft(db(), runtime(), runtime().chat, ticket_id, link=article_link, user_id=_me())
     db().commit()
     return draft
