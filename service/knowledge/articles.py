@@ -318,12 +318,13 @@ def bulk_add_articles(session: Session, embedder: Embedder, items: list[dict[str
             ids.extend(new_ids)
             if on_progress:
                 on_progress(len(batch))
-    _refresh_statistics(session, ids)
+    refresh_article_statistics(session, ids)
     return ids
 
 
-def _refresh_statistics(session: Session, ids: list[int]) -> None:
-    """ANALYZE the tables this bulk write grew past autovacuum's threshold, before anyone searches them."""
+def refresh_article_statistics(session: Session, ids: list[int]) -> None:
+    """ANALYZE the tables a bulk write of these articles (added, or updated: autovacuum counts both) moved past
+    autovacuum's threshold, before anyone searches them."""
     if len(ids) <= ANALYZE_BASE_ROWS:  # below the threshold whatever the table holds: skip the count
         return
     sections = session.scalar(sa.select(sa.func.count()).select_from(ArticleSection).where(

@@ -18,6 +18,7 @@ from service.retrieval.search import SearchResult, run_search
 from service.runtime import Runtime
 from service.tickets.answering import (
     CANNOT_ANSWER,
+    best_above_floor,
     build_messages,
     extractive_answer,
     parse_citations,
@@ -138,11 +139,12 @@ def answer_events(runtime: Runtime, question: str, earlier: list[str], record: A
                 record.citations = _citations(results, parse_citations(record.text, len(results))[0])
                 yield AnswerEvent("citations", {"citations": record.citations})
                 return
-    if gate.answerable and not record.text and not record.refused:
-        best = results[0]
+    found = best_above_floor(results, runtime.settings.answer_min_similarity)  # never quote the irrelevant
+    if gate.answerable and not record.text and not record.refused and found is not None:
+        rank, best = found
         record.text = extractive_answer(best.title, contents[best.id], query,
                                         SECTION_SEPARATOR.join(best.section_path) or None)
-        record.citations, record.answered = _citations(results, [1]), True
+        record.citations, record.answered = _citations(results, [rank]), True
         for piece in split_into_pieces(record.text):
             yield AnswerEvent("delta", {"text": piece})
     if not record.text:
