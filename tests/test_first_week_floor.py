@@ -79,6 +79,19 @@ def test_the_widgets_extractive_stream_never_quotes_a_rank_one_article_below_the
     assert citation["title"] == "Reset your password" and citation["number"] > 1
 
 
+def test_the_widgets_model_never_sees_an_article_below_the_floor_and_cites_by_rank(boosted, fake_openai):
+    fake_openai.state.chat_reply = "Change it under Account settings [2]."
+    boosted.settings = dataclasses.replace(boosted.settings, llm_base_url=fake_openai.base_url, llm_model="fake")
+    boosted.__dict__.pop("chat", None)  # the runtime's model is built from the settings just changed
+    client = widget_app(boosted).test_client()
+    events = events_of(ask(client, start(client).get_json()["token"], QUESTION))
+    [request] = fake_openai.chat_requests()
+    prompt = "\n".join(message["content"] for message in request["body"]["messages"])
+    assert "avatar" not in prompt and '<article number="2">' in prompt and '<article number="1">' not in prompt
+    [citation] = events[-2][1]["citations"]
+    assert (citation["number"], citation["title"]) == (2, "Reset your password")
+
+
 ARTICLES = 70  # past autovacuum's threshold (50 + 10 % of the rows) for a table of 70 articles
 
 
