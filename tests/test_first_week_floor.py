@@ -16,6 +16,7 @@ from service.knowledge.importer import import_path
 from service.tickets.answering import best_above_floor
 from service.tickets.workflow import answer_ticket
 
+from .helpers import run_cli
 from .test_widget import ask, events_of, start, widget_app
 
 FLOOR = 0.40  # the boosted article's cosine to QUESTION is about 0.32, "Reset your password"'s about 0.59
@@ -135,3 +136,18 @@ def test_an_update_only_import_analyzes_when_it_moves_the_statistics_and_not_whe
         assert _analyze_count(engine, "knowledge_sections") >= 2
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("stale, analyzed", [(ARTICLES, 1), (3, 0)])
+def test_a_reembed_analyzes_when_it_rewrote_enough_vectors_to_move_the_statistics(
+        cli_env, db_engine, tmp_path, stale, analyzed):
+    folder = tmp_path / "plans"
+    _write_folder(folder, ARTICLES, "v1")
+    run_cli("import", folder)
+    before = _analyze_count(db_engine, "search_vectors")
+    with db_engine.begin() as connection:  # as after a model switch: these vectors are another model's
+        connection.execute(sa.text("UPDATE knowledge_base SET embedding_model = 'old-model' WHERE id IN "
+                                   "(SELECT id FROM knowledge_base ORDER BY id LIMIT :n)"), {"n": stale})
+    assert f"re-embedded {stale} articles" in run_cli("reembed").stdout
+    assert _analyze_count(db_engine, "search_vectors") == before + analyzed
+    assert _analyze_count(db_engine, "knowledge_base") >= 1 + analyzed

@@ -287,6 +287,16 @@ def reembed_batch(session: Session, embedder: Embedder, *, batch_size: int = 64,
     return len(articles)
 
 
+def refresh_reembedded_statistics(session: Session, articles: int) -> None:
+    """After a re-embed of ``articles`` articles (committed batch by batch), ANALYZE the tables it moved: each
+    article's row, and at least one section and two vectors (card and section) each, rewritten (a lower bound,
+    so it never analyzes more than the rows call for)."""
+    analyzed = refresh_statistics(session, {"knowledge_base": articles, "knowledge_sections": articles,
+                                            "search_vectors": 2 * articles})
+    if analyzed:
+        log.info("analyzed %s after re-embedding %d articles", ", ".join(analyzed), articles)
+
+
 def bulk_add_articles(session: Session, embedder: Embedder, items: list[dict[str, Any]], *,
                       batch_size: int = 256,
                       on_progress: Callable[[int], None] | None = None,
