@@ -11,7 +11,13 @@ import click
 from tqdm import tqdm
 
 from service.cli.context import connect
-from service.knowledge.articles import add_article, count_needing_embedding, knowledge_stats, reembed_batch
+from service.knowledge.articles import (
+    add_article,
+    count_needing_embedding,
+    knowledge_stats,
+    reembed_batch,
+    refresh_reembedded_statistics,
+)
 from service.knowledge.versions import ChangeContext
 from service.knowledge.importer import import_path
 from service.retrieval.evaluation import evaluate_settings, load_eval_set
@@ -133,6 +139,8 @@ def reembed(batch_size: int) -> None:
             if not count:
                 break
             done += count
+    with runtime.session() as session:  # a model switch rewrites every vector: plan searches on fresh statistics
+        refresh_reembedded_statistics(session, done)
     click.echo(f"re-embedded {done} articles with {runtime.embedder.model_name}")
 
 

@@ -287,6 +287,16 @@ def reembed_batch(session: Session, embedder: Embedder, *, batch_size: int = 64,
     return len(articles)
 
 
+def refresh_reembedded_statistics(session: Session, articles: int) -> None:
+    """After a re-embed of ``articles`` articles (committed batch by batch), ANALYZE the tables it moved: each
+    article's row, and at least one section and two vectors (card and section) each, rewritten (a lower bound,
+    so it never analyzes more than the rows call for)."""
+    analyzed = refresh_statistics(session, {"knowledge_base": articles, "knowledge_sections": articles,
+                                            "search_vectors": 2 * articles})
+    if analyzed:
+        log.info("analyzed %s after re-embedding %d articles", ", ".join(analyzed), articles)
+
+
 def bulk_add_articles(session: Session, embedder: Embedder, items: list[dict[str, Any]], *,
                       batch_size: int = 256,
                       on_progress: Callable[[int], None] | None = None,
@@ -318,12 +328,13 @@ def bulk_add_articles(session: Session, embedder: Embedder, items: list[dict[str
             ids.extend(new_ids)
             if on_progress:
                 on_progress(len(batch))
-    _refresh_statistics(session, ids)
+    refresh_article_statistics(session, ids)
     return ids
 
 
-def _refresh_statistics(session: Session, ids: list[int]) -> None:
-    """ANALYZE the tables this bulk write grew past autovacuum's threshold, before anyone searches them."""
+def refresh_article_statistics(session: Session, ids: list[int]) -> None:
+    """ANALYZE the tables a bulk write of these articles (added, or updated: autovacuum counts both) moved past
+    autovacuum's threshold, before anyone searches them."""
     if len(ids) <= ANALYZE_BASE_ROWS:  # below the threshold whatever the table holds: skip the count
         return
     sections = session.scalar(sa.select(sa.func.count()).select_from(ArticleSection).where(

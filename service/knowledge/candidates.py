@@ -47,10 +47,11 @@ ORDER BY s.embedding <=> CAST(:vector AS vector), s.id
 LIMIT 1
 """)
 
-# The gaps report's handed-off questions: tickets sent to an agent or rated unhelpful, newest first.
+# The gaps report's handed-off questions: tickets sent to an agent or rated unhelpful, newest first; an erased
+# ticket's question is gone (its subject reads "(erased)"), so it is no one's "also asked".
 HANDED_OFF_SQL = sa.text("""
 SELECT t.id, t.subject FROM tickets t
-WHERE t.created_at >= now() - make_interval(days => :days) AND t.id <> :ticket_id
+WHERE t.created_at >= now() - make_interval(days => :days) AND t.id <> :ticket_id AND t.erased_at IS NULL
   AND (t.status = 'needs_agent' OR EXISTS (SELECT 1 FROM answer_feedback f WHERE f.ticket_id = t.id AND NOT f.helpful))
 ORDER BY t.created_at DESC, t.id DESC
 LIMIT :limit

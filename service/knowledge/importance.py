@@ -24,10 +24,11 @@ from service.providers.embeddings import Embedder
 EVIDENCE_QUESTIONS = 5
 
 # Per ticket in the window, one outcome: escalated beats solved (escalating clears it); otherwise the latest
-# API feedback decides. Per article, the tickets whose answer cited it, by outcome, and the latest questions.
+# API feedback decides. Per article, the tickets whose answer cited it, by outcome, and the latest questions (an
+# erased ticket's outcome still counts, its question is not shown).
 OUTCOMES_SQL = sa.text("""
 WITH outcome AS (
-    SELECT t.id, t.subject, t.created_at,
+    SELECT t.id, t.subject, t.created_at, t.erased_at IS NOT NULL AS erased,
            CASE WHEN t.escalated_at IS NOT NULL THEN 'escalated'
                 WHEN t.resolved_at IS NOT NULL THEN 'solved'
                 WHEN latest.helpful THEN 'solved'
@@ -38,7 +39,7 @@ WITH outcome AS (
     WHERE t.created_at >= now() - make_interval(days => :days)
 ),
 cited AS (
-    SELECT DISTINCT c.article_id, o.id, o.subject, o.created_at, o.outcome
+    SELECT DISTINCT c.article_id, o.id, o.subject, o.created_at, o.outcome, o.erased
     FROM ticket_citations c JOIN outcome o ON o.id = c.ticket_id
     WHERE c.cited AND c.article_id IS NOT NULL AND o.outcome IS NOT NULL
 )
@@ -47,7 +48,7 @@ SELECT article_id,
        count(*) FILTER (WHERE outcome = 'escalated') AS escalated,
        count(*) FILTER (WHERE outcome = 'not_helpful') AS not_helpful,
        (array_agg(jsonb_build_object('ticket_id', id, 'question', subject, 'outcome', outcome)
-                  ORDER BY created_at DESC, id DESC))[1:5] AS questions
+                  ORDER BY created_at DESC, id DESC) FILTER (WHERE NOT erased))[1:5] AS questions
 FROM cited
 GROUP BY article_id
 """)

@@ -47,7 +47,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from service.db.models import Article
-from service.knowledge.articles import ArticleSource, bulk_add_articles, update_article
+from service.knowledge.articles import ArticleSource, bulk_add_articles, refresh_article_statistics, update_article
 from service.knowledge.versions import ChangeContext
 from service.knowledge.audit import ImportanceCause
 from service.knowledge.sources import (
@@ -137,15 +137,18 @@ def _store(session: Session, embedder: Embedder, entries: list[ParsedArticle | I
             .where(Article.id == sa.any_(sa.bindparam("ids", ids, type_=ARRAY(sa.BigInteger))),
                    Article.embedding.is_(None))
         ).scalar_one()
+    updated: list[int] = []
     for item in parsed:
         row = existing.get(item.source)
         if row is not None and row.source_sha256 != item.sha256:
             stored = update_article(session, embedder, row.id, item.fields,
                                     source=ArticleSource(item.source, item.sha256),
                                     cause=ImportanceCause("import"), change=IMPORTER)
+            updated.append(row.id)
             report.updated += 1
             report.pending += int(stored.embedding_status == "pending")
             tick(1)
+    refresh_article_statistics(session, updated)  # an update-only import moves the statistics as inserts do
 
 
 IMPORTER = ChangeContext("importer", "import")  # the author of every version a folder import writes

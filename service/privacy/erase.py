@@ -11,9 +11,10 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from service.db.locks import lock_customer_address
-from service.db.models import PrivacyEvent
+from service.db.models import PrivacyEvent, Ticket
 from service.privacy.registry import TARGETS, ErasureTarget
 from service.tickets.answering import HANDOFF_MESSAGE
+from service.tickets.states import SYSTEM, apply_event
 
 log = logging.getLogger(__name__)
 EMAIL_MAX = 320
@@ -84,6 +85,18 @@ def erase_rows(session: Session, email: str | None, ticket_ids: list[int], *, dr
     return counts
 
 
+def close_worked_tickets(session: Session, ticket_ids: list[int], *, dry_run: bool) -> int:
+    """Take the customer's open or pending tickets out of the agents' queue: solved by the system on an "erased"
+    transition (an erased ticket has nothing left to answer); returns how many (would) close."""
+    tickets = list(session.scalars(sa.select(Ticket).where(Ticket.id.in_(ticket_ids),
+                                                           Ticket.state.in_(("open", "pending")))))
+    if not dry_run:
+        for ticket in tickets:
+            apply_event(session, ticket, "erased", SYSTEM)
+        session.flush()  # before the text statements that anonymise the same rows
+    return len(tickets)
+
+
 def erase_customer(session: Session, email: str, *, actor: str | None, dry_run: bool = False) -> ErasureReport:
     """Erase (or count, on a dry run) everything stored about ``email``; the caller commits.
 
@@ -91,7 +104,8 @@ def erase_customer(session: Session, email: str, *, actor: str | None, dry_run: 
     """
     address = normalise_email(email)
     ticket_ids = lock_customer(session, address)
-    counts = erase_rows(session, address, ticket_ids, dry_run=dry_run)
+    closed = close_worked_tickets(session, ticket_ids, dry_run=dry_run)
+    counts = erase_rows(session, address, ticket_ids, dry_run=dry_run) | {"closed_tickets": closed}
     if not dry_run:
         session.add(PrivacyEvent(kind="erase", actor=actor, counts=counts))
         session.flush()

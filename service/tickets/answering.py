@@ -68,6 +68,16 @@ def above_floor(results: Sequence[Any], floor: float) -> list[Any]:
     return [r for r in results if r.similarity is None or r.similarity >= floor]
 
 
+def best_above_floor(results: Sequence[Any], floor: float) -> tuple[int, Any] | None:
+    """The best-ranked result that reaches ``floor`` with its 1-based rank, or None: what an extractive answer
+    quotes, so a boosted but unrelated rank-1 article is never quoted to a customer (issue 37)."""
+    relevant = above_floor(results, floor)
+    if not relevant:
+        return None
+    best = relevant[0]
+    return next(rank for rank, r in enumerate(results, start=1) if r is best), best
+
+
 def decide_answerability(similarities: Sequence[float], min_similarity: float) -> GateDecision:
     """Answer only when the best article's cosine similarity reaches the floor."""
     if not similarities:

@@ -154,7 +154,7 @@ def add_feedback(session: Session, ticket_id: int, fields: dict[str, Any], *, se
 
 GAPS_SQL = sa.text("""
 WITH troubled AS (
-    SELECT t.id, t.subject, t.status, t.created_at,
+    SELECT t.id, t.subject, t.status, t.created_at, t.erased_at IS NOT NULL AS erased,
            coalesce((t.gate ->> 'answerable')::boolean, true) AS matched,
            EXISTS (SELECT 1 FROM answer_feedback f WHERE f.ticket_id = t.id AND NOT f.helpful) AS unhelpful
     FROM tickets t
@@ -173,7 +173,7 @@ SELECT article_id, article_title, category,
        count(*) FILTER (WHERE status = 'needs_agent') AS needs_agent,
        count(*) FILTER (WHERE unhelpful) AS not_helpful,
        avg(similarity) AS mean_similarity,
-       (array_agg(subject ORDER BY created_at DESC))[1:5] AS examples
+       coalesce((array_agg(subject ORDER BY created_at DESC) FILTER (WHERE NOT erased))[1:5], '{}') AS examples
 FROM nearest
 GROUP BY article_id, article_title, category
 ORDER BY tickets DESC, article_title NULLS LAST
@@ -186,7 +186,8 @@ NO_MATCHING_ARTICLE = "no matching article"
 
 def content_gaps(session: Session, *, days: int = 30, limit: int = 20) -> list[dict[str, Any]]:
     """Recent tickets handed off or marked unhelpful, grouped by their nearest article; a ticket no article
-    cleared the answer gate for is filed under "no matching article" (``nearest_article`` null), not the nearest."""
+    cleared the answer gate for is filed under "no matching article" (``nearest_article`` null), not the nearest.
+    An erased ticket still counts (aggregates stay) but is never an example: its question is gone."""
     rows = session.execute(GAPS_SQL, {"days": days, "limit": limit}).mappings()
     return [
         {"nearest_article": {"id": r["article_id"], "title": r["article_title"], "category": r["category"]}

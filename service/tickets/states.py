@@ -25,6 +25,7 @@ TRANSITIONS: dict[str, dict[str | None, str | None]] = {
     "customer_solved": {None: "solved", "open": "solved", "pending": "solved"},
     "agent_reply": {s: None for s in ANY},  # the agent picks open, pending or solved
     "agent_set_state": {s: None for s in ANY},
+    "erased": {"open": "solved", "pending": "solved"},  # the customer's data erased: nothing left to work on
 }
 ACTORS = ("customer", "agent", "system")
 

@@ -27,6 +27,7 @@ from service.tickets.answering import (
     ContextArticle,
     GateDecision,
     above_floor,
+    best_above_floor,
     build_messages,
     decide_answerability,
     decide_answerability_by_keywords,
@@ -67,12 +68,16 @@ def _handoff(reason: str, error: str | None = None) -> Draft:
     return Draft(answer=HANDOFF_MESSAGE, mode="none", status="needs_agent", reason=reason, error=error)
 
 
-def _extractive(results: list[SearchResult], contents: dict[int, str], query: str, reason: str,
-                error: str | None = None) -> Draft:
-    best = results[0]
+def _extractive(results: list[SearchResult], contents: dict[int, str], query: str, reason: str, *,
+                floor: float, error: str | None = None) -> Draft:
+    """Quote the best-ranked article at or above the relevance floor, cited by its rank."""
+    found = best_above_floor(results, floor)
+    if found is None:  # the gate let nothing relevant through (it should not): hand off rather than quote
+        return _handoff("no retrieved article reaches the similarity floor", error=error)
+    rank, best = found
     section = SECTION_SEPARATOR.join(best.section_path) or None
     return Draft(answer=extractive_answer(best.title, contents[best.id], query, section), mode="extractive",
-                 status="answered", reason=reason, cited=[1], error=error)
+                 status="answered", reason=reason, cited=[rank], error=error)
 
 
 def context_articles(results: list[SearchResult], contents: dict[int, str],
@@ -94,6 +99,7 @@ def _llm_draft(chat: ChatModel, results: list[SearchResult], contents: dict[int,
     below ``floor`` are not shown to the model (they keep their rank: the others' numbers do not move)."""
     context = context_articles(results, contents, budget_chars, floor)
     results = results[:context[-1].number]
+    quote_floor = -1.0 if floor is None else floor  # below any cosine: every result may be quoted
     shown = {article.number for article in context}
     query = ticket_query(subject, body)
     try:
@@ -101,7 +107,7 @@ def _llm_draft(chat: ChatModel, results: list[SearchResult], contents: dict[int,
     except LLMError as exc:
         log.warning("LLM failed, answering extractively: %s", exc)
         return _extractive(results, contents, query, "the language model failed; quoted the best article",
-                           error=str(exc))
+                           floor=quote_floor, error=str(exc))
     usage = {"model": reply.model, "prompt_tokens": reply.prompt_tokens,
              "completion_tokens": reply.completion_tokens, "llm_ms": reply.latency_ms}
     if says_cannot_answer(reply.text):
@@ -114,7 +120,8 @@ def _llm_draft(chat: ChatModel, results: list[SearchResult], contents: dict[int,
     valid = [n for n in valid if n in shown]
     if not valid:
         draft = _extractive(results, contents, query, "the model's answer cited no supplied article; "
-                            "quoted the best article instead", error=f"uncited answer: {reply.text[:200]}")
+                            "quoted the best article instead", floor=quote_floor,
+                            error=f"uncited answer: {reply.text[:200]}")
         vars(draft).update(usage)
         return draft
     reason = "answered by the model from the cited articles"
@@ -267,7 +274,8 @@ def _answer_stored_ticket(runtime: Runtime, chat: ChatModel | None, ticket_id: i
         if outcome.degraded:
             draft.error = outcome.degraded
     elif chat is None:
-        draft = _extractive(results, contents, query, "no language model is configured; quoted the best article")
+        draft = _extractive(results, contents, query, "no language model is configured; quoted the best article",
+                            floor=runtime.settings.answer_min_similarity)
     else:
         draft = _llm_draft(chat, results, contents, subject, body, runtime.settings.llm_context_chars,
                            floor=runtime.settings.answer_min_similarity)

@@ -18,6 +18,8 @@ from service.retrieval.search import SearchResult, run_search
 from service.runtime import Runtime
 from service.tickets.answering import (
     CANNOT_ANSWER,
+    ContextArticle,
+    best_above_floor,
     build_messages,
     extractive_answer,
     parse_citations,
@@ -85,10 +87,15 @@ def _citations(results: list[SearchResult], numbers: list[int]) -> list[dict[str
              "section": results[n - 1].section} for n in numbers]
 
 
-def _model_events(chat: ChatModel, results: list[SearchResult], contents: dict[int, str], question: str,
-                  earlier: list[str], budget: int, record: AnswerRecord) -> Iterator[AnswerEvent]:
+def cited_among(text: str, shown: list[int]) -> list[int]:
+    """The citations in ``text`` to the articles the model was shown (numbered by rank: not always 1..n)."""
+    valid, _ = parse_citations(text, max(shown, default=0))
+    return [n for n in valid if n in shown]
+
+
+def _model_events(chat: ChatModel, results: list[SearchResult], context: list[ContextArticle], question: str,
+                  earlier: list[str], record: AnswerRecord) -> Iterator[AnswerEvent]:
     """Stream the model's tokens; hold back only a start that could still be its CANNOT_ANSWER refusal."""
-    context = context_articles(results, contents, budget)
     conversation = "".join(f"Earlier question: {q}\n" for q in earlier) + question
     held, released = "", False
     for piece in stream_model(chat, build_messages(context, question[:120], conversation)):
@@ -110,8 +117,7 @@ def _model_events(chat: ChatModel, results: list[SearchResult], contents: dict[i
     if not released and held.strip():
         record.text = held
         yield AnswerEvent("delta", {"text": held})
-    valid, _ = parse_citations(record.text, len(context))
-    record.citations = _citations(results, valid)
+    record.citations = _citations(results, cited_among(record.text, [article.number for article in context]))
     record.answered = bool(record.text)
 
 
@@ -129,20 +135,23 @@ def answer_events(runtime: Runtime, question: str, earlier: list[str], record: A
     yield AnswerEvent("gate", record.gate)
     results = outcome.results
     if gate.answerable and runtime.chat is not None:
+        # The model sees only the articles at or above the floor, each numbered by its rank (as a ticket's does).
+        context = context_articles(results, contents, runtime.settings.llm_context_chars,
+                                   runtime.settings.answer_min_similarity)
         try:
-            yield from _model_events(runtime.chat, results, contents, question, earlier,
-                                     runtime.settings.llm_context_chars, record)
+            yield from _model_events(runtime.chat, results, context, question, earlier, record)
         except Exception as exc:  # noqa: BLE001 - the SDK raises many types; quote the article instead
             log.warning("widget: streaming model failed, answering extractively: %s", exc)
             if record.text:
-                record.citations = _citations(results, parse_citations(record.text, len(results))[0])
+                record.citations = _citations(results, cited_among(record.text, [a.number for a in context]))
                 yield AnswerEvent("citations", {"citations": record.citations})
                 return
-    if gate.answerable and not record.text and not record.refused:
-        best = results[0]
+    found = best_above_floor(results, runtime.settings.answer_min_similarity)  # never quote the irrelevant
+    if gate.answerable and not record.text and not record.refused and found is not None:
+        rank, best = found
         record.text = extractive_answer(best.title, contents[best.id], query,
                                         SECTION_SEPARATOR.join(best.section_path) or None)
-        record.citations, record.answered = _citations(results, [1]), True
+        record.citations, record.answered = _citations(results, [rank]), True
         for piece in split_into_pieces(record.text):
             yield AnswerEvent("delta", {"text": piece})
     if not record.text:
