@@ -7,12 +7,14 @@ from __future__ import annotations
 import dataclasses
 
 import sqlalchemy as sa
+from sqlalchemy.orm import Session
 
 from service.db.models import ImapFolder
 from service.intake.imap import account_key
 from service.intake.imap_poller import ImapPoller
 from service.intake.imap_status import poll_problems
 
+from .helpers import run_cli
 from .imap_server import DovecotServer, dovecot_usable, require_dovecot
 
 
@@ -70,3 +72,26 @@ def test_a_failure_after_the_folder_was_read_keeps_its_place_and_counts_since_th
     session.expire_all()
     row = session.get(ImapFolder, (account, "Support"))
     assert (row.uidvalidity, row.last_uid, row.baseline_uid) == (7, 41, 3)  # the place is never touched
+
+
+def test_mail_fetch_once_from_cron_records_the_certificate_failure_and_clears_it(cli_env, db_engine, monkeypatch):
+    require_dovecot(dovecot_usable())
+    server = DovecotServer(tls=True).start()
+    try:
+        for name, value in {"IMAP_HOST": server.host, "IMAP_PORT": str(server.port), "IMAP_TLS": "true",
+                            "IMAP_USERNAME": server.username, "IMAP_PASSWORD": server.password,
+                            "SUPPORTRAG_AUTO_SEED": "0"}.items():
+            monkeypatch.setenv(name, value)
+        for _ in range(2):
+            failed = run_cli("mail", "fetch", "--once", expect_success=False)
+            assert failed.exit_code == 75 and "certificate verify failed" in failed.output
+        with Session(db_engine) as session:
+            [problem] = poll_problems(session)
+        assert problem.failures == 2 and "certificate verify failed" in problem.summary and problem.retry_at is None
+        assert "Login: user=" not in server.log()
+        monkeypatch.setenv("SMTP_CA_FILE", str(server.certificate))
+        run_cli("mail", "fetch", "--once")
+        with Session(db_engine) as session:
+            assert poll_problems(session) == []
+    finally:
+        server.close()

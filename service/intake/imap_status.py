@@ -34,16 +34,19 @@ class PollProblem:
         return f"IMAP: {self.error}, retrying"
 
 
-def record_poll_failure(runtime: Runtime, *, account: str, folder: str, error: str, failures: int,
-                        retry_in: float) -> None:
-    """Keep the pass's error on the folder's row (made with no UIDVALIDITY when it was never selected)."""
-    values = {"poll_error": error[:ERROR_MAX_CHARS], "poll_failures": failures,
-              "poll_retry_at": sa.func.now() + timedelta(seconds=retry_in), "updated_at": sa.func.now()}
-    statement = insert(ImapFolder).values(account=account, folder=folder, poll_error_since=sa.func.now(), **values)
-    since = sa.func.coalesce(ImapFolder.poll_error_since, statement.excluded.poll_error_since)
+def record_poll_failure(runtime: Runtime, *, account: str, folder: str, error: str,
+                        retry_in: float | None) -> None:
+    """Keep the pass's error on the folder's row (made with no UIDVALIDITY when it was never selected), one more
+    failed pass in a row. ``retry_in`` None: no next pass is planned by this process (``mail fetch --once``)."""
+    retry_at = None if retry_in is None else sa.func.now() + timedelta(seconds=retry_in)
+    values = {"poll_error": error[:ERROR_MAX_CHARS], "poll_retry_at": retry_at, "updated_at": sa.func.now()}
+    statement = insert(ImapFolder).values(account=account, folder=folder, poll_failures=1,
+                                          poll_error_since=sa.func.now(), **values)
+    counted = {"poll_failures": ImapFolder.poll_failures + 1,
+               "poll_error_since": sa.func.coalesce(ImapFolder.poll_error_since, statement.excluded.poll_error_since)}
     with runtime.session() as session:
         session.execute(statement.on_conflict_do_update(index_elements=["account", "folder"],
-                                                        set_={**values, "poll_error_since": since}))
+                                                        set_={**values, **counted}))
 
 
 def clear_poll_failure(runtime: Runtime, *, account: str, folder: str) -> None:
