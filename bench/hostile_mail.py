@@ -12,6 +12,10 @@ then the old body-only signature and a stale timestamp (both must be 401). Then 
 [T-n] tags, an internationalised sender, eight kinds of automatic mail, text / image / text, a forwarded
 message/rfc822 and an inline forwarded invoice, a 3 MB photo, 600 attachments, a bidi file name and an encoded
 CR LF in the subject. Prints one line per message: (HTTP status, outcome, seconds).
+
+``--smtp-port N`` checks only the signed-link trust instead: serve started with ``SMTP_HOST=127.0.0.1 SMTP_PORT=N
+SMTP_TLS=none MAIL_FROM=support@example.com``, this script listens there, posts an API ticket for a new address (its
+acknowledgement must not quote it), opens the e-mailed signed link, posts again (now it may).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--base", default="http://127.0.0.1:5077")
 parser.add_argument("--secret", default="s3cret")
 parser.add_argument("--parsers", action="store_true", help="time the parsers on 1 MiB inputs (no server), then exit")
+parser.add_argument("--smtp-port", type=int, help="only check the signed-link trust of acknowledgements: listen as "
+                    "serve's SMTP server (SMTP_HOST=127.0.0.1 SMTP_PORT=this SMTP_TLS=none), then exit")
 ARGS = parser.parse_args()
 BASE = ARGS.base.rstrip("/") + "/api/inbound/email"
 
@@ -66,6 +72,64 @@ def _seconds(function, value) -> float:
 
 if ARGS.parsers:
     time_parsers()
+    raise SystemExit(0)
+
+
+def post_ticket(subject: str, email: str) -> int:
+    """An anonymous API ticket handed to an agent (nothing in the seed articles answers it): its id."""
+    data = json.dumps({"subject": subject, "body": "Do you ship parrot food to Mars?", "email": email}).encode()
+    req = urllib.request.Request(ARGS.base.rstrip("/") + "/api/tickets", data=data,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())["ticket"]["id"]
+
+
+def acknowledgement(inbox: list, ticket_id: int, timeout: float = 90.0):
+    """The acknowledgement of ``ticket_id`` once serve's mail worker delivered it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [m for m in inbox if f"T-{ticket_id}" in str(m["Subject"])]
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    raise SystemExit(f"no acknowledgement of T-{ticket_id} in {timeout:.0f} s: is serve's SMTP_PORT {ARGS.smtp_port}?")
+
+
+def check_signed_link_trust(port: int) -> None:
+    """An address that never wrote gets the no-echo acknowledgement; once it opens the signed link, its next
+    acknowledgement may quote its subject. Prints one line per step."""
+    from email import message_from_bytes, policy  # only this mode needs an SMTP server: imported here
+    from urllib.parse import urlsplit
+
+    from aiosmtpd.controller import Controller
+
+    inbox: list = []
+
+    class Keep:
+        async def handle_DATA(self, server, session, envelope):  # noqa: N802 (aiosmtpd's hook name)
+            inbox.append(message_from_bytes(envelope.original_content, policy=policy.default))
+            return "250 OK"
+
+    controller = Controller(Keep(), hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        address = f"trust-{int(time.time())}@customer.test"
+        first = acknowledgement(inbox, post_ticket("Parrot food to Mars", address))
+        print(f"never wrote: subject {str(first['Subject'])!r}, quotes 'Parrot': "
+              f"{'Parrot' in str(first['Subject']) + first.get_body().get_content()}")
+        link = next(w for w in first.get_body().get_content().split() if "link=" in w)
+        parts = urlsplit(link)
+        with urllib.request.urlopen(f"{ARGS.base.rstrip('/')}{parts.path}?{parts.query}", timeout=60) as r:
+            print(f"signed link opened: {r.status}")
+        second = acknowledgement(inbox, post_ticket("Parrot seeds to Venus", address))
+        print(f"after the link: subject {str(second['Subject'])!r}, quotes 'Parrot': "
+              f"{'Parrot' in str(second['Subject']) + second.get_body().get_content()}")
+    finally:
+        controller.stop()
+
+
+if ARGS.smtp_port:
+    check_signed_link_trust(ARGS.smtp_port)
     raise SystemExit(0)
 
 def post(raw: bytes, signature: str | None = None) -> tuple:

@@ -47,12 +47,15 @@ def _fetch_once(poller: ImapPoller) -> None:
             return
         report = poller.run_once()
     except LoginError as exc:  # retrying will not help: say what to fix
+        poller.record_status(f"{type(exc).__name__}: {exc}", None)
         raise click.ClickException(f"the IMAP server refused the login of {poller.runtime.settings.imap_username} "
                                    f"({exc}): check IMAP_USERNAME and IMAP_PASSWORD (an app password for hosted "
                                    "mail; see docs/email-imap.md)") from exc
     except (OSError, IMAPClientError, OperationalError) as exc:
+        poller.record_status(f"{type(exc).__name__}: {exc}", None)  # listed on /admin/mail (TLS never downgraded)
         click.echo(f"IMAP intake unavailable, try again later: {type(exc).__name__}: {exc}", err=True)
         sys.exit(EX_TEMPFAIL)
     finally:
         poller.lock.release()
+    poller.record_status(None, None)
     click.echo(json.dumps(report.to_dict()))

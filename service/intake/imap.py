@@ -109,6 +109,8 @@ def open_folder(runtime: Runtime, *, account: str, folder: str, uidvalidity: int
                                                   last_uid=0, baseline_uid=uidnext - 1)
                         .on_conflict_do_nothing(index_elements=["account", "folder"]))
         row = session.get(ImapFolder, (account, folder), with_for_update=True, populate_existing=True)
+        if row.uidvalidity is None:  # only a failed pass's poll_error was recorded: a new folder after all
+            row.uidvalidity, row.last_uid, row.baseline_uid = uidvalidity, 0, uidnext - 1
         reset = row.uidvalidity != uidvalidity
         if reset:
             log.warning("IMAP folder %s of %s: UIDVALIDITY changed from %s to %s; scanning it again from UID 1 "

@@ -14,7 +14,9 @@ import threading
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 
-from service.intake.imap import TIMEOUT_SECONDS, FetchReport, close_mailbox, connect_mailbox, fetch_new_mail
+from service.intake.imap import (TIMEOUT_SECONDS, FetchReport, account_key, close_mailbox, connect_mailbox,
+                                 fetch_new_mail)
+from service.intake.imap_status import clear_poll_failure, record_poll_failure
 from service.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -101,15 +103,29 @@ class ImapPoller:
             delay = backoff_seconds(self.failures, base=self.backoff_base, cap=self.backoff_max)
             log.warning("IMAP intake from %s failed (%s in a row): %s; retrying in %.1fs",
                         self.runtime.settings.imap_host, self.failures, self.last_error, delay)
+            self.record_status(self.last_error, delay)
             return delay
         if self.failures:
             log.warning("IMAP intake from %s recovered after %s failed passes", self.runtime.settings.imap_host,
                         self.failures)
         self.failures, self.last_error = 0, None
         self.last_report = report
+        self.record_status(None, 0.0)
         if report.fetched:
             log.info("IMAP intake: %s", report.to_dict())
         return self.interval
+
+    def record_status(self, error: str | None, retry_in: float | None) -> None:
+        """Record the pass's failure (or its success) for /admin/mail; a database that is down only logs.
+        ``retry_in`` None: no next pass is planned here (``mail fetch --once`` from cron)."""
+        where = {"account": account_key(self.runtime.settings), "folder": self.runtime.settings.imap_folder}
+        try:
+            if error is None:
+                clear_poll_failure(self.runtime, **where)
+            else:
+                record_poll_failure(self.runtime, **where, error=error, retry_in=retry_in)
+        except Exception as exc:  # the loop must survive: the log line above already says what failed
+            log.warning("could not record the IMAP poller's status: %s", exc)
 
     def run_forever(self) -> None:
         """Pass after pass until ``stop``; the lock is released on the way out."""

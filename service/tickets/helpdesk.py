@@ -116,6 +116,13 @@ def mark_solved(session: Session, ticket_id: int, key: str | None) -> CustomerTi
     return _customer_view(session, ticket)
 
 
+def record_signed_link_opened(session: Session, ticket_id: int) -> None:
+    """A valid signed link of the ticket was opened: its address reads the mail we sent it (the first time counts)."""
+    session.execute(sa.update(Ticket).where(Ticket.id == ticket_id, Ticket.customer_email.is_not(None),
+                                            Ticket.link_verified_at.is_(None))
+                    .values(link_verified_at=sa.func.now()))
+
+
 def escalate(session: Session, ticket_id: int, key: str | None, *, email: str,
              asked_for_person: bool = False, first_response_hours: float = 8.0) -> CustomerTicket:
     """Send the ticket to an agent, who replies to ``email``; a second request only updates the email."""
@@ -123,6 +130,8 @@ def escalate(session: Session, ticket_id: int, key: str | None, *, email: str,
         raise ValidationError("invalid escalation", {"email": "must be an email address"})
     ticket = _owned_ticket(session, ticket_id, key, lock=True)
     view = _customer_view(session, ticket)
+    if (ticket.customer_email or "").lower() != email.strip().lower():
+        ticket.link_verified_at = None  # a signed link opened by the old address vouches for it, not the new one
     ticket.customer_email = email.strip()
     first_time = ticket.escalated_at is None  # read under the row lock: two racing requests cannot both see it
     if first_time:

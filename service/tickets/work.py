@@ -190,6 +190,19 @@ def has_written_by_email(session: Session, address: str) -> bool:
         InboundEmail.related_ticket_id.is_(None)))) is True
 
 
+def has_opened_a_signed_link(session: Session, address: str) -> bool:
+    """Whether a ticket of ``address`` (case folded) was opened through a valid signed link, which only ever goes
+    to that ticket's address by e-mail: whoever opened it reads that mailbox."""
+    return session.scalar(sa.select(sa.exists().where(
+        sa.func.lower(Ticket.customer_email) == address.strip().lower(),
+        Ticket.link_verified_at.is_not(None)))) is True
+
+
+def address_is_verified(session: Session, address: str) -> bool:
+    """Mail to ``address`` may quote its words: it wrote to us by e-mail, or clicked a signed link we sent it."""
+    return has_written_by_email(session, address) or has_opened_a_signed_link(session, address)
+
+
 def acknowledgement_text(ticket: Ticket, *, link: str, answer: str | None, trusted: bool) -> tuple[str, str]:
     """(subject, body) of the acknowledgement: the customer's subject and the AI's answer only for an address that
     wrote to us itself; otherwise nothing anyone typed (a form can name any address: no relay for their words)."""
@@ -241,7 +254,8 @@ def acknowledge(session: Session, settings: Settings, ticket_id: int, *, answer:
     ``link`` is ignored: the link is always the one builder's (service.links), never a caller's request Host.
 
     False, and nothing queued, when ``may_acknowledge`` says no (or there is no SMTP). Only to the ticket's own
-    address (an e-mail's From, never its Reply-To), quoting the customer only once that address wrote to us.
+    address (an e-mail's From, never its Reply-To), quoting the customer only once that address wrote to us
+    or opened a signed link.
     """
     ticket = work_ticket(session, ticket_id, lock=True)
     ticket.ack_pending = False  # decided now, under the row lock: queued, suppressed (and escalated) or not owed
@@ -250,7 +264,7 @@ def acknowledge(session: Session, settings: Settings, ticket_id: int, *, answer:
             _escalate_unacknowledged(session, settings, ticket)
         return False
     subject, body = acknowledgement_text(ticket, link=ticket_link(settings, ticket.id), answer=answer,
-                                         trusted=has_written_by_email(session, ticket.customer_email))
+                                         trusted=address_is_verified(session, ticket.customer_email))
     row = enqueue_mail(session, settings, ticket, subject=subject, body=body, auto_submitted="auto-replied")
     return row is not None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from flask import Blueprint, flash, redirect, render_template, url_for
 
+from service.intake.imap_status import poll_problems
 from service.intake.receive import handle_stored
 from service.intake.store import automatic_inbound, discard_inbound, inbound_counts, open_inbound, reopen_inbound
 from service.mail.outbox import NotFailed, failed_mail, retry_failed_mail, retrying_mail
@@ -19,9 +20,11 @@ admin_mail.context_processor(nav_context)
 
 @admin_mail.get("", endpoint="index")
 def index():
-    """The quarantine, inbound mail stored but not handled, and failed outgoing mail."""
+    """The IMAP poller's failing folders, the quarantine, inbound mail stored but not handled, and failed
+    outgoing mail."""
     return render_template("admin/mail.html", inbound=open_inbound(db()), counts=inbound_counts(db()),
-                           failed=failed_mail(db()), retrying=retrying_mail(db()), automatic=automatic_inbound(db()))
+                           failed=failed_mail(db()), retrying=retrying_mail(db()), automatic=automatic_inbound(db()),
+                           imap_problems=poll_problems(db()))
 
 
 def _not_found(what: str, exc: LookupError) -> ApiError:

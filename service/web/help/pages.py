@@ -17,6 +17,7 @@ from service.tickets.helpdesk import (
     CustomerTicket,
     answer_sources,
     customer_ticket,
+    record_signed_link_opened,
     escalate,
     follow_up,
     mark_solved,
@@ -155,6 +156,7 @@ def _signed_link() -> str:
 def _ticket_access(ticket_id: int) -> Any:
     """LINK_VERIFIED for a valid signed link (an e-mail's, opened on any device), else the ticket's secret."""
     if verify_ticket_link(runtime().settings, ticket_id, _signed_link(), purpose="view"):
+        record_signed_link_opened(db(), ticket_id)  # committed with the form's own change
         return LINK_VERIFIED
     return _ticket_key(ticket_id)
 
@@ -200,7 +202,10 @@ def ticket(ticket_id: int):
     ``?link=`` (every customer e-mail's) opens the page as it is, with no cookie, on any device.
     """
     if verify_ticket_link(runtime().settings, ticket_id, request.args.get(LINK_PARAMETER), purpose="view"):
-        return _ticket_page(customer_ticket(db(), ticket_id, LINK_VERIFIED), LINK_VERIFIED)
+        view = customer_ticket(db(), ticket_id, LINK_VERIFIED)
+        record_signed_link_opened(db(), ticket_id)  # its address reads our mail: later ones may quote it
+        db().commit()
+        return _ticket_page(view, LINK_VERIFIED)
     if "key" in request.args:
         key = request.args["key"]
         customer_ticket(db(), ticket_id, key)  # a wrong key is a 404 here, and sets no cookie
