@@ -66,7 +66,7 @@ def test_clearly_separated_labels_get_a_threshold_between_the_classes():
     assert choice.target_met and 0.2 < choice.threshold <= 0.95 and choice.point.precision == 1.0
 
 
-@pytest.mark.parametrize("target, level", [(0.8, 0.9), (0.9, 0.9), (0.9, 0.95), (0.95, 0.8)])
+@pytest.mark.parametrize("target, level", [(0.6, 0.5), (0.8, 0.9), (0.9, 0.9), (0.9, 0.95), (0.95, 0.8), (0.999, 0.99)])
 def test_too_few_answered_to_pass_is_the_fewest_that_could(target, level):
     needed = answered_to_test(target, level)
     assert clopper_pearson_lower(needed, needed, level) >= target

@@ -3,6 +3,7 @@ tested in a fixed sequence from the strictest threshold down, as in Learn then T
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
@@ -50,7 +51,12 @@ def clopper_pearson_lower(right: int, answered: int, confidence: float) -> float
 def answered_to_test(target: float, confidence: float) -> int:
     """The fewest answered tickets whose lower bound can reach ``target`` even if every one is right: a threshold
     answering fewer cannot pass, so it is skipped rather than tested (at 0.9 and 90 %: 22)."""
-    answered = MIN_ANSWERED
+    if target <= 0.0:
+        return MIN_ANSWERED
+    if target >= 1.0:
+        return 2**31  # no count of answers can show a precision of 1: nothing is tested
+    # all right, the bound is (1 − confidence)^(1/n); start just below the closed form and let the exact bound decide
+    answered = max(MIN_ANSWERED, math.ceil(math.log(1.0 - confidence) / math.log(target)) - 1)
     while clopper_pearson_lower(answered, answered, confidence) < target:
         answered += 1
     return answered
