@@ -9,7 +9,8 @@ from hypothesis import given, settings, strategies as st
 
 from service.gate.calibrator import Calibrator, fit_calibrator, load_default_calibrator, load_default_threshold
 from service.gate.features import ABSENT_RANK, FEATURE_NAMES, Features
-from service.gate.thresholds import MIN_ANSWERED, choose_threshold, clopper_pearson_lower, precision_curve
+from service.gate.thresholds import (MIN_ANSWERED, answered_to_test, choose_threshold, clopper_pearson_lower,
+                                    precision_curve)
 from service.tickets.workflow import CONTEXT_ARTICLES
 from service.gate.evaluation import CONTEXT_ARTICLES as EVAL_CONTEXT_ARTICLES
 
@@ -50,11 +51,11 @@ def test_the_chosen_threshold_meets_the_target_on_its_labels(pairs, target, leve
     choice = choose_threshold(scores, correct, target=target, confidence=level)
     if choice.target_met:
         answered = [ok for c, ok in zip(scores, correct) if c >= choice.threshold]
-        assert len(answered) >= MIN_ANSWERED
+        assert len(answered) >= answered_to_test(target, level) >= MIN_ANSWERED
         assert clopper_pearson_lower(sum(answered), len(answered), level) >= target
         # fixed sequence: every stricter tested threshold passed too
         for point in choice.curve:
-            if point.threshold > choice.threshold and point.answered >= MIN_ANSWERED:
+            if point.threshold > choice.threshold and point.answered >= answered_to_test(target, level):
                 assert point.precision_lower_bound >= target
 
 
@@ -63,6 +64,22 @@ def test_clearly_separated_labels_get_a_threshold_between_the_classes():
     correct = [True] * 60 + [False] * 60
     choice = choose_threshold(scores, correct, target=0.9, confidence=0.9)
     assert choice.target_met and 0.2 < choice.threshold <= 0.95 and choice.point.precision == 1.0
+
+
+@pytest.mark.parametrize("target, level", [(0.6, 0.5), (0.8, 0.9), (0.9, 0.9), (0.9, 0.95), (0.95, 0.8), (0.999, 0.99)])
+def test_too_few_answered_to_pass_is_the_fewest_that_could(target, level):
+    needed = answered_to_test(target, level)
+    assert clopper_pearson_lower(needed, needed, level) >= target
+    assert needed == MIN_ANSWERED or clopper_pearson_lower(needed - 1, needed - 1, level) < target
+
+
+def test_a_strict_threshold_answering_too_few_to_pass_does_not_end_the_sequence():
+    # 15 answered at the strictest thresholds, all right: a bound of at most 0.86, which cannot reach 0.9 whatever
+    # the verdicts; testing it would end the sequence before the 80 well-supported answers below it
+    scores = [0.99] * 15 + [0.7] * 80 + [0.1] * 40
+    correct = [True] * 15 + [True] * 78 + [False] * 2 + [False] * 40
+    choice = choose_threshold(scores, correct, target=0.9, confidence=0.9)
+    assert choice.target_met and choice.point.answered == 95 and choice.threshold <= 0.7
 
 
 def test_an_unreachable_target_falls_back_to_the_best_supported_threshold_and_says_so():

@@ -3,6 +3,7 @@ tested in a fixed sequence from the strictest threshold down, as in Learn then T
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
@@ -47,6 +48,20 @@ def clopper_pearson_lower(right: int, answered: int, confidence: float) -> float
     return float(beta.ppf(1.0 - confidence, right, answered - right + 1))
 
 
+def answered_to_test(target: float, confidence: float) -> int:
+    """The fewest answered tickets whose lower bound can reach ``target`` even if every one is right: a threshold
+    answering fewer cannot pass, so it is skipped rather than tested (at 0.9 and 90 %: 22)."""
+    if target <= 0.0:
+        return MIN_ANSWERED
+    if target >= 1.0:
+        return 2**31  # no count of answers can show a precision of 1: nothing is tested
+    # all right, the bound is (1 − confidence)^(1/n); start just below the closed form and let the exact bound decide
+    answered = max(MIN_ANSWERED, math.ceil(math.log(1.0 - confidence) / math.log(target)) - 1)
+    while clopper_pearson_lower(answered, answered, confidence) < target:
+        answered += 1
+    return answered
+
+
 def curve_point(confidences: Sequence[float], correct: Sequence[bool], threshold: float,
                 confidence: float) -> CurvePoint:
     """Precision, its lower bound and coverage when answering at ``threshold``."""
@@ -66,11 +81,14 @@ def precision_curve(confidences: Sequence[float], correct: Sequence[bool], confi
 def choose_threshold(confidences: Sequence[float], correct: Sequence[bool], *, target: float,
                      confidence: float, grid: Sequence[float] = GRID) -> ThresholdChoice:
     """The lowest threshold reached before the first failure, testing from the strictest down, whose lower bound
-    on precision reaches ``target`` (fixed-sequence testing keeps the error level at 1 − ``confidence``)."""
+    on precision reaches ``target`` (fixed-sequence testing keeps the error level at 1 − ``confidence``).
+    Thresholds answering too few tickets to pass are skipped: which ones depends on the scores alone, never on the
+    verdicts, so the sequence stays fixed given the scores (a certain failure would only end it early)."""
     curve = precision_curve(confidences, correct, confidence, grid)
+    needed = answered_to_test(target, confidence)
     chosen: CurvePoint | None = None
     for point in curve:
-        if point.answered < MIN_ANSWERED:
+        if point.answered < needed:
             continue
         if point.precision_lower_bound is None or point.precision_lower_bound < target:
             break
