@@ -1,4 +1,4 @@
-"""The IMAP poller's health per folder, kept in ``imap_folders`` (migration 0035) so that /admin/mail shows it
+"""The IMAP poller's health per folder, kept in ``imap_folders`` (migration 0034) so that /admin/mail shows it
 whichever process polls: the last failed pass (a refused login, a certificate that does not verify …) until one
 succeeds. A failure is only ever retried as it was: TLS is never downgraded to get past it."""
 

@@ -1,4 +1,4 @@
-"""Inbound e-mail's own state: where the IMAP poller is in each folder it fetches (migrations 0021, 0035)."""
+"""Inbound e-mail's own state: where the IMAP poller is in each folder it fetches (migrations 0021, 0034)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class ImapFolder(Base):
     failed_uid: Mapped[int | None] = mapped_column(sa.BigInteger, nullable=True)
     failed_attempts: Mapped[int] = mapped_column(sa.Integer, nullable=False, server_default="0")
     last_error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
-    # Migration 0035: the poller's last failed pass (connection, TLS, login …) until a pass succeeds.
+    # Migration 0034: the poller's last failed pass (connection, TLS, login …) until a pass succeeds.
     poll_error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     poll_failures: Mapped[int] = mapped_column(sa.Integer, nullable=False, server_default="0")
     poll_error_since: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)

@@ -54,7 +54,7 @@ class Ticket(Base):
     # recovery sweep completes one a crash left owed), and the recovery sweep's lease on a stuck ticket.
     ack_pending: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, server_default=sa.false())
     recovery_lease_until: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
-    # Migration 0035: the ticket's address opened a valid signed link (only ever e-mailed to it), so it counts as
+    # Migration 0034: the ticket's address opened a valid signed link (only ever e-mailed to it), so it counts as
     # having written to us; cleared when the address changes.
     link_verified_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True)
     # Full-text search over the subject (migration 0023; the thread's words are on ticket_messages).

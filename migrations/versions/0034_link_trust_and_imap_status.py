@@ -7,7 +7,7 @@
   pass for the folder (a refused login, an unverified certificate …), shown on /admin/mail until a pass succeeds.
   ``uidvalidity`` may be NULL: a folder whose first pass failed before it was ever selected.
 
-Revision ID: 0035
+Revision ID: 0034
 Revises: 0033
 Create Date: 2026-12-06
 """
@@ -15,7 +15,7 @@ Create Date: 2026-12-06
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0035"
+revision = "0034"
 down_revision = "0033"
 branch_labels = None
 depends_on = None
