@@ -113,3 +113,11 @@ def test_restoring_an_imported_article_whose_file_was_imported_again_keeps_both(
     restored = client.post(f"/api/article-trash/{old_id}/restore")
     assert restored.status_code == 200, restored.get_data(as_text=True)
     assert session.execute(sa.text("SELECT count(*) FROM knowledge_base")).scalar_one() == 2
+
+
+@pytest.mark.parametrize("value, expected", [(143, 143), (143.0, 143), (1, 1), (0, None), (-2, None), (1.5, None),
+                                             (True, None), ("7", None), (None, None)])
+def test_a_body_id_is_a_positive_whole_number_and_json_143_0_counts(value, expected):
+    from service.web.requests import body_id
+
+    assert body_id(value) == expected

@@ -20,7 +20,7 @@ from service.retrieval.ranking import formula_text
 from service.retrieval.search import run_search
 from service.web.errors import DATABASE_RETRY_AFTER_SECONDS, ApiError
 from service.web.learning import actor, importance_cause
-from service.web.requests import db, int_arg, json_body, page_count, runtime
+from service.web.requests import body_id, db, int_arg, json_body, page_count, runtime
 from service.web.versions import version_conflict
 
 log = logging.getLogger(__name__)
@@ -69,13 +69,11 @@ def articles_update(article_id: int):
     (``manual`` from the admin pages' slider, ``api`` from a token)."""
     body = json_body(ARTICLE_UPDATE_FIELDS)
     expected = body.pop("version", None)
-    if isinstance(expected, float) and expected.is_integer():  # JSON's 143.0 is the whole number 143
-        expected = int(expected)
-    if expected is not None and (type(expected) is not int or expected < 1):
+    if expected is not None and body_id(expected) is None:
         raise ApiError(400, "validation_error", "invalid article", {"version": "must be a whole number from 1"})
     try:
         article = update_article(db(), runtime().embedder, article_id, body, cause=importance_cause(),
-                                 change=_change(), expected_version=expected)
+                                 change=_change(), expected_version=body_id(expected))
     except VersionConflict as exc:
         db().rollback()
         raise version_conflict(exc) from None

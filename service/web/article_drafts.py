@@ -16,7 +16,7 @@ from service.knowledge.article_drafts import (
 from service.knowledge.trash import list_trash, restore_from_trash
 from service.knowledge.versions import ChangeContext, VersionConflict
 from service.web.errors import ApiError
-from service.web.requests import db, json_body, runtime
+from service.web.requests import body_id, db, json_body, runtime
 from service.web.versions import change_author, version_conflict
 
 drafts_api = Blueprint("drafts_api", __name__, url_prefix="/api")
@@ -38,11 +38,9 @@ def drafts_create():
     """A draft of a new article, or with ``article_id`` an edit of one (unseen by customers until published)."""
     body = json_body((*DRAFT_FIELDS, "article_id"))
     article_id = body.pop("article_id", None)
-    if isinstance(article_id, float) and article_id.is_integer():  # JSON's 143.0 is the whole number 143
-        article_id = int(article_id)
-    if article_id is not None and (type(article_id) is not int or article_id < 1):
+    if article_id is not None and body_id(article_id) is None:
         raise ApiError(400, "validation_error", "invalid draft", {"article_id": "must be an article id"})
-    draft = create_draft(db(), body, author=change_author(), article_id=article_id)
+    draft = create_draft(db(), body, author=change_author(), article_id=body_id(article_id))
     db().commit()
     response = jsonify({"draft": draft.to_dict()})
     response.status_code = 201

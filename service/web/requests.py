@@ -75,6 +75,13 @@ def parse_whole_number(raw: str | None) -> int | None:
     return int(raw)
 
 
+def body_id(value: Any) -> int | None:
+    """A positive whole number from a JSON body (JSON's ``143.0`` is the whole number 143), else None."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if type(value) is int and value >= 1 else None
+
+
 def int_arg(name: str, default: int, *, low: int, high: int) -> int:
     """An integer query-string argument within [low, high], or a 400."""
     raw = request.args.get(name)
