@@ -6,9 +6,11 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
+import pytest
 import sqlalchemy as sa
 
 from service.privacy.retention import run_retention
+from service.web.requests import body_id
 
 from .helpers import assert_error
 
@@ -118,6 +120,4 @@ def test_restoring_an_imported_article_whose_file_was_imported_again_keeps_both(
 @pytest.mark.parametrize("value, expected", [(143, 143), (143.0, 143), (1, 1), (0, None), (-2, None), (1.5, None),
                                              (True, None), ("7", None), (None, None)])
 def test_a_body_id_is_a_positive_whole_number_and_json_143_0_counts(value, expected):
-    from service.web.requests import body_id
-
     assert body_id(value) == expected
