@@ -454,6 +454,18 @@ def test_item_7_a_follow_up_still_has_its_quoted_history_cut(inbound, client, an
     assert b"> Which planet exactly?" in client.get(history["url"]).data
 
 
+def test_item_7_a_text_longer_than_a_ticket_body_reaches_the_ticket_whole_as_a_file(inbound, anonymous_client,
+                                                                                     client):
+    words = [f"word{n}" for n in range(12_000)]  # about 110,000 characters, over the 20,000 of a ticket's body
+    raw = email_bytes(message_id="<long@c.test>", body="Here is my log:\n" + " ".join(words))
+    message = _first_message(client, outcome_of(anonymous_client, raw)["ticket_id"])
+    assert message["body"].startswith("Here is my log:\nword0 word1")
+    assert message["body"].endswith("all of it is attached as full-message.txt]") and len(message["body"]) <= 20_000
+    [whole] = message["attachments"]
+    assert whole["filename"] == "full-message.txt"
+    assert set(client.get(whole["url"]).data.decode().split()) >= set(words)  # every word
+
+
 def test_item_7_an_attached_message_becomes_an_eml_and_its_text_is_shown(inbound, anonymous_client, client):
     inner = (b"From: Billing <billing@shop.example>\r\nSubject: Invoice 4711\r\nContent-Type: multipart/mixed; "
              b"boundary=in\r\n\r\n--in\r\nContent-Type: text/plain\r\n\r\nInvoice 4711: 2 x Parrot food.\r\n"

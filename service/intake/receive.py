@@ -85,16 +85,33 @@ def kept_attachments(attachments: list[Attachment], settings: Settings) -> tuple
     return kept, notes
 
 
-def message_body(mail: InboundMail, kept: list[Attachment], notes: list[str], *, follow_up: bool = False) -> str:
-    """The text of the e-mail, with a line for attachment-only mail and any file left out.
+FULL_TEXT_FILENAME = "full-message.txt"
 
-    Quoted history is cut only from a follow-up matched to a ticket (the history is already in its thread): in a
-    new ticket, a forwarded invoice or a "De:" line is the customer's question, not history.
-    """
-    text = (strip_quoted(mail.text) if follow_up else mail.text.replace("\r\n", "\n").strip())[:BODY_MAX]
+
+def message_text(mail: InboundMail, *, follow_up: bool = False) -> str:
+    """The customer's words. Quoted history is cut only from a follow-up matched to a ticket (the history is
+    already in its thread): in a new ticket, a forwarded invoice or a "De:" line is the question, not history."""
+    return strip_quoted(mail.text) if follow_up else mail.text.replace("\r\n", "\n").strip()
+
+
+def with_full_text(text: str, kept: list[Attachment], notes: list[str]) -> tuple[list[Attachment], list[str]]:
+    """A text longer than a ticket's body also goes in whole as a file, so that every word reaches the ticket."""
+    if len(text) <= BODY_MAX:
+        return kept, notes
+    whole = Attachment(FULL_TEXT_FILENAME, "text/plain", text.encode("utf-8"))
+    return [*kept, whole], [*notes, f"[The message is longer than {BODY_MAX:,} characters: all of it is attached "
+                                     f"as {FULL_TEXT_FILENAME}]"]
+
+
+def message_body(mail: InboundMail, kept: list[Attachment], notes: list[str], *, follow_up: bool = False) -> str:
+    """The text of the e-mail, with a line for attachment-only mail and any file left out (the notes are kept
+    whole: a long text is what gets cut)."""
+    text = message_text(mail, follow_up=follow_up)
     if not text and kept:
         text = "(attachments only: " + ", ".join(a.filename for a in kept) + ")"
-    return "\n\n".join(part for part in (text, *mail.notes, *notes) if part)[:BODY_MAX]
+    tail = "\n\n".join(part for part in (*mail.notes, *notes) if part)
+    room = BODY_MAX - (len(tail) + 2 if tail else 0)
+    return "\n\n".join(part for part in (text[:max(room, 0)], tail) if part)[:BODY_MAX]
 
 
 def _add_files(session: Session, message_id: int, kept: list[Attachment]) -> None:
@@ -177,11 +194,13 @@ def decide(session: Session, settings: Settings, row: InboundEmail,
     lock_customer_address(session, mail.reply_address)  # an erasure of this sender waits, or is waited for
     match = match_ticket(session, settings, mail)
     if match.follow_up:
+        kept, notes = with_full_text(message_text(mail, follow_up=True), kept, notes)
         body = message_body(mail, kept, notes, follow_up=True)
         history = split_quoted(mail.text)[1]
         if history:  # kept, as a file agents open when they need it (collapsed, out of the thread's way)
             kept = [*kept, Attachment("quoted-history.txt", "text/plain", history.encode("utf-8"))]
         return _follow_up(session, settings, row, mail, match, body, kept), None
+    kept, notes = with_full_text(message_text(mail), kept, notes)
     body = message_body(mail, kept, notes)
     try:
         with session.begin_nested():
