@@ -27,3 +27,13 @@ def log_in(client: FlaskClient, username: str = ADMIN_USERNAME, password: str = 
     if next_url is not None:
         form["next"] = next_url
     return client.post("/admin/login", data=form)
+
+
+def api_session(client: FlaskClient, username: str, password: str = ADMIN_PASSWORD) -> FlaskClient:
+    """``client`` logged in as ``username``, sending its session's CSRF token on every request (the JSON API's
+    header), as the workspace's JavaScript does."""
+    assert log_in(client, username, password).status_code == 302
+    client.get("/admin/inbox")
+    with client.session_transaction() as browser_session:
+        client.environ_base["HTTP_X_CSRF_TOKEN"] = browser_session["csrf"]
+    return client

@@ -16,7 +16,7 @@ from service.accounts import create_admin
 from service.db.models import MailOutbox, TicketPresence
 from service.intake.signature import sign
 
-from .admin_helpers import csrf_from, log_in
+from .admin_helpers import api_session, csrf_from
 from .helpers import assert_error
 
 SECRET = "inbound-test-secret"
@@ -37,12 +37,7 @@ def team(seeded):
 
 
 def _agent(app, name: str):
-    client = app.test_client()
-    assert log_in(client, name, PASSWORD).status_code == 302
-    client.get("/admin/inbox")
-    with client.session_transaction() as browser_session:
-        client.environ_base["HTTP_X_CSRF_TOKEN"] = browser_session["csrf"]
-    return client
+    return api_session(app.test_client(), name, PASSWORD)
 
 
 @pytest.fixture

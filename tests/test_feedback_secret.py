@@ -4,18 +4,13 @@ from __future__ import annotations
 
 from service.accounts import create_admin
 
-from .admin_helpers import ADMIN_PASSWORD, log_in
+from .admin_helpers import ADMIN_PASSWORD, api_session
 
 
 def agent_client(app, runtime):
     with runtime.session() as session:
         create_admin(session, "agnes", ADMIN_PASSWORD, role="agent", display_name="Agnes")
-    client = app.test_client()
-    assert log_in(client, "agnes").status_code == 302
-    client.get("/admin/inbox")
-    with client.session_transaction() as browser_session:
-        client.environ_base["HTTP_X_CSRF_TOKEN"] = browser_session["csrf"]
-    return client
+    return api_session(app.test_client(), "agnes")
 
 
 def test_an_agent_needs_the_ticket_secret_to_post_feedback(seeded, app, client):

@@ -11,7 +11,7 @@ import pytest
 from service.accounts import create_admin
 from service.intake.signature import sign
 
-from .admin_helpers import ADMIN_PASSWORD, log_in
+from .admin_helpers import ADMIN_PASSWORD, api_session
 
 SECRET = "inbound-test-secret"
 QUESTION = ("Hi, Maria here. I was charged twice on my card ending 4242 for my parrot food subscription.\n"
@@ -33,12 +33,7 @@ def agnes(app, runtime):
     """An agent whose display name is Agnes, logged in."""
     with runtime.session() as session:
         create_admin(session, "agnes", ADMIN_PASSWORD, role="agent", display_name="Agnes")
-    client = app.test_client()
-    assert log_in(client, "agnes").status_code == 302
-    client.get("/admin/inbox")
-    with client.session_transaction() as browser_session:
-        client.environ_base["HTTP_X_CSRF_TOKEN"] = browser_session["csrf"]
-    return client
+    return api_session(app.test_client(), "agnes")
 
 
 def leaked(text: str) -> list[str]:
