@@ -1,9 +1,11 @@
 """Search latency right after a bulk import, before and after ``service.db.statistics.refresh_statistics``.
 
 Run by hand:  SUPPORTRAG_DATA_DIR=artifacts/bench-analyze python bench/analyze_after_import.py [--articles 16000]
+[--real]
 
-Loads N synthetic articles (one section each; bench/search.py's loader: MiniLM's 384 dimensions, COPY … FORMAT
-BINARY, as an import writes them) into a throwaway schema migrated like the real one, with autovacuum off on its
+Loads N articles (one section each; bench/search.py's loader: MiniLM's 384 dimensions, COPY … FORMAT BINARY, as an
+import writes them): with ``--real``, MiniLM vectors of real short texts and held-out real queries (bench/realdata.py,
+the same source as ``bench/search.py --real``), else the synthetic mixture, into a throwaway schema migrated like the real one, with autovacuum off on its
 tables so that nothing analyzes them behind the bench's back (a fresh import, before autovacuum's next round).
 Then it times the product's default search statement (service/retrieval/sql.py) per query, calls
 ``refresh_statistics`` with the rows written (what ``bulk_add_articles`` does after an import), and times the same
@@ -23,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import sqlalchemy as sa
 from benchlib import machine_facts, report
-from search import SyntheticVectors, load  # bench/search.py's loader: rows as the service stores them
+from search import RealVectorSource, SyntheticVectors, load  # bench/search.py's: rows as the service stores them
 from sqlalchemy.orm import Session
 
 from service.config import Settings
@@ -68,11 +70,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--articles", type=int, default=16_000)
     parser.add_argument("--queries", type=int, default=40)
+    parser.add_argument("--real", action="store_true", help="real text embeddings (bench/realdata.py), not synthetic")
     args = parser.parse_args()
     rng = np.random.default_rng(37)
-    centres = rng.standard_normal((CLUSTERS, DIMENSIONS))
-    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    source = SyntheticVectors(rng, centres)
+    if args.real:
+        source = RealVectorSource(args.articles, 1, args.queries, seed=37)
+    else:
+        centres = rng.standard_normal((CLUSTERS, DIMENSIONS))
+        centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+        source = SyntheticVectors(rng, centres)
     load_before = os.getloadavg()
     with throwaway_schema(resolve_database_url(Settings.from_env()), "bench_analyze") as engine:
         with engine.begin() as conn:
@@ -90,7 +96,7 @@ def main() -> None:
             analyze_s = time.perf_counter() - started
         after_rows, after = planned_rows(engine), time_searches(engine, queries)
     report(RESULTS, {
-        "articles": args.articles, "search_vectors": 2 * args.articles, "queries": args.queries,
+        "data": "real" if args.real else "synthetic", "articles": args.articles, "search_vectors": 2 * args.articles, "queries": args.queries,
         "before": {"planned_rows": before_rows, **summary(before)},
         "after": {"planned_rows": after_rows, **summary(after)},
         "analyzed": analyzed, "analyze_s": round(analyze_s, 2),

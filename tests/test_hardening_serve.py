@@ -148,34 +148,27 @@ def test_newcomer_serve_names_the_help_center_and_admin_and_a_hint_that_needs_no
     assert f"'{SUPPORTRAG} admin create --username NAME'" in log
 
 
-def test_item_9_serve_answers_a_ticket_a_dead_worker_left_received(served):
-    _, _, url = served
+def stuck_ticket_status(url: str, timeout: float = 60) -> str | None:
+    """The stuck ticket's status once recovery has moved it off ``received`` (or when ``timeout`` runs out)."""
     engine = create_engine(url, pool_size=1)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + timeout
+        while True:
             with engine.connect() as conn:
                 status = conn.scalar(sa.select(Ticket.status).where(Ticket.subject == STUCK_SUBJECT))
-            if status != "received":
-                break
+            if status != "received" or time.monotonic() >= deadline:
+                return status
             time.sleep(0.5)
-        assert status == "answered"
     finally:
         engine.dispose()
+
+
+def test_item_9_serve_answers_a_ticket_a_dead_worker_left_received(served):
+    _, _, url = served
+    assert stuck_ticket_status(url) == "answered"
 
 
 def test_issue_33_serve_dev_runs_recovery_too(fresh_database_url, tmp_path):
     leave_a_stuck_ticket(fresh_database_url)
-    engine = create_engine(fresh_database_url, pool_size=1)
-    try:
-        with running_server("--dev", database_url=fresh_database_url, data_dir=tmp_path):
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                with engine.connect() as conn:
-                    status = conn.scalar(sa.select(Ticket.status).where(Ticket.subject == STUCK_SUBJECT))
-                if status != "received":
-                    break
-                time.sleep(0.5)
-        assert status == "answered"
-    finally:
-        engine.dispose()
+    with running_server("--dev", database_url=fresh_database_url, data_dir=tmp_path):
+        assert stuck_ticket_status(fresh_database_url) == "answered"
