@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import re
 import threading
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-import psycopg
 import pytest
 import sqlalchemy as sa
 
@@ -17,20 +15,16 @@ from service.db.models import ArticleCandidate, MailOutbox, TicketTag, TicketTra
 from service.runtime import Runtime
 from service.web.app import create_app
 
-from .conftest import admin_conninfo, bearer_environ
+from .conftest import bearer_environ
 
 HANDED_OFF = "Do you ship parrot food to Mars?"
 ANSWERED = "How do I reset my password?"
 
 
 @pytest.fixture
-def committed(pg_url, local_embedder, tmp_path):
+def committed(fresh_database_url, local_embedder, tmp_path):
     """A seeded runtime on its own database whose sessions really commit, with SMTP configured (rows only)."""
-    name = f"t_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    settings = Settings(database_url=url, data_dir=tmp_path, auto_seed=False, smtp_host="127.0.0.1",
+    settings = Settings(database_url=fresh_database_url, data_dir=tmp_path, auto_seed=False, smtp_host="127.0.0.1",
                         mail_from="support@example.com", public_url="https://help.example.com",
                         database_pool_size=12)
     runtime = Runtime.start(settings, seed=False)
@@ -38,8 +32,6 @@ def committed(pg_url, local_embedder, tmp_path):
     runtime.seed()
     yield runtime
     runtime.close()
-    with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def racing(count: int, work) -> list:

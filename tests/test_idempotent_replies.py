@@ -5,10 +5,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-import psycopg
 import pytest
 import sqlalchemy as sa
 
@@ -18,7 +16,7 @@ from service.runtime import Runtime
 from service.web.app import create_app
 
 from .admin_helpers import csrf_from, log_in
-from .conftest import admin_conninfo, bearer_environ
+from .conftest import bearer_environ
 from .helpers import assert_error
 
 HANDED_OFF = "Do you ship parrot food to Mars?"
@@ -97,13 +95,9 @@ def test_the_reply_form_carries_a_key_and_a_double_submit_sends_once(mailing, ap
 
 
 @pytest.fixture
-def committed(pg_url, local_embedder, tmp_path):
+def committed(fresh_database_url, local_embedder, tmp_path):
     """A seeded runtime on its own database whose sessions really commit (each request its own connection)."""
-    name = f"t_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    settings = Settings(database_url=url, data_dir=tmp_path, auto_seed=False, smtp_host="127.0.0.1",
+    settings = Settings(database_url=fresh_database_url, data_dir=tmp_path, auto_seed=False, smtp_host="127.0.0.1",
                         mail_from="support@example.com", public_url="https://help.example.com",
                         database_pool_size=RACERS + 2)
     runtime = Runtime.start(settings, seed=False)
@@ -111,8 +105,6 @@ def committed(pg_url, local_embedder, tmp_path):
     runtime.seed()
     yield runtime
     runtime.close()
-    with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_racing_duplicates_with_one_key_make_one_message(committed):
