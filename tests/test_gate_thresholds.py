@@ -82,13 +82,25 @@ def test_a_strict_threshold_answering_too_few_to_pass_does_not_end_the_sequence(
     assert choice.target_met and choice.point.answered == 95 and choice.threshold <= 0.7
 
 
-def test_an_unreachable_target_falls_back_to_the_best_supported_threshold_and_says_so():
+def test_an_unreachable_target_falls_back_to_the_strictest_tested_threshold_and_says_so():
     scores = [i / 100 for i in range(100)]
     correct = [i % 3 != 0 for i in range(100)]  # two thirds right everywhere: 0.9 can never be shown
     choice = choose_threshold(scores, correct, target=0.9, confidence=0.9)
-    assert not choice.target_met and choice.threshold is not None
-    best = max(p.precision_lower_bound for p in choice.curve if p.answered >= MIN_ANSWERED)
-    assert choice.point.precision_lower_bound == best
+    needed = answered_to_test(0.9, 0.9)
+    assert not choice.target_met and choice.point.answered >= needed
+    stricter = [p for p in choice.curve if p.threshold > choice.threshold]
+    assert stricter and all(p.answered < needed for p in stricter)
+
+
+def test_the_fallback_answers_the_confident_few_rather_than_the_best_bound_on_many():
+    # 25 most confident: 21 right (0.84), then 200 more at 0.93: the bound is highest answering all 225 (about
+    # 0.89), yet the target (0.90) is shown nowhere, so the gate keeps to the confident few instead of answering all
+    scores = [0.9] * 25 + [0.5] * 200
+    correct = [True] * 21 + [False] * 4 + [True] * 186 + [False] * 14
+    choice = choose_threshold(scores, correct, target=0.9, confidence=0.9)
+    best = max(choice.curve, key=lambda p: p.precision_lower_bound or 0.0)
+    assert best.answered == 225 and best.precision_lower_bound < 0.9
+    assert not choice.target_met and choice.point.answered == 25 and choice.threshold > 0.5
 
 
 def _features(similarity: float, agree: bool) -> Features:
