@@ -247,6 +247,10 @@ class Settings:
     answer_confidence_level: float = number(
         "ANSWER_CONFIDENCE_LEVEL", 0.90, "calibrated gate: the confidence of the Clopper–Pearson lower bound on "
         "precision", area=TICKETS, check=lambda value: 0.5 <= value < 1.0, rule="at least 0.5, below 1")
+    review_match_similarity: float = number(
+        "REVIEW_MATCH_SIMILARITY", 0.80, "calibrated gate: a question whose cosine to a reviewed ticket's question "
+        "reaches this, answered from the same article, takes the reviewer's verdict (wrong: handed off; right: "
+        "answered); 1 keeps it to the very same question", area=TICKETS, low=0.5, high=1.0)
     review_sample_rate: float = number(
         "REVIEW_SAMPLE_RATE", 0.10, "share of answered and handed-off tickets drawn, uniformly at random, into the "
         "workspace's review queue", area=TICKETS, low=0.0, high=1.0)

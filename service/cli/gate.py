@@ -15,7 +15,7 @@ from service.cli.context import connect
 from service.gate.calibrator import DEFAULT_FILE, fit_calibrator, load_default_calibrator, load_default_threshold
 from service.gate.evaluation import Attempt, answerability_report, ask_all
 from service.gate.features import Features
-from service.gate.reviews import calibrate, gate_status
+from service.gate.reviews import calibrate, gate_status, review_matching
 from service.gate.thresholds import choose_threshold
 from service.retrieval.evaluation import EvalSet
 
@@ -36,7 +36,8 @@ def run_answerability(eval_set: EvalSet, fraction: float, seed: int, *, attempts
     report = answerability_report(attempts, floor=runtime.settings.answer_min_similarity,
                                   default=load_default_calibrator(), default_threshold=load_default_threshold(),
                                   target=runtime.settings.answer_target_precision,
-                                  confidence=runtime.settings.answer_confidence_level, seed=seed)
+                                  confidence=runtime.settings.answer_confidence_level, seed=seed,
+                                  match_similarity=runtime.settings.review_match_similarity)
     report = {"held_back_fraction": fraction, "seed": seed} | report
     if as_json:
         click.echo(json.dumps(report))
@@ -63,7 +64,8 @@ def read_attempts(path: Path) -> list[Attempt]:
     """Attempts saved by `eval --answerability --attempts-out`."""
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return [Attempt(r["query_id"], r["answerable"], r["correct"],
-                    Features.from_dict(r["features"]) if r["features"] else None) for r in rows]
+                    Features.from_dict(r["features"]) if r["features"] else None, r.get("article"),
+                    tuple(r["vector"]) if r.get("vector") else None) for r in rows]
 
 
 @click.group()
@@ -112,7 +114,8 @@ def status_command(as_json: bool) -> None:
     runtime = connect()
     with runtime.session() as session:
         status = gate_status(session, default_target=runtime.settings.answer_target_precision,
-                             default_confidence=runtime.settings.answer_confidence_level)
+                             default_confidence=runtime.settings.answer_confidence_level,
+                             **review_matching(runtime))
     _print_status(status, as_json)
 
 
@@ -127,7 +130,7 @@ def calibrate_command(target: float, confidence: float | None, as_json: bool) ->
     runtime = connect()
     level = confidence if confidence is not None else runtime.settings.answer_confidence_level
     with runtime.session() as session:
-        calibrate(session, target=target, confidence=level, actor="cli")
+        calibrate(session, target=target, confidence=level, actor="cli", **review_matching(runtime))
     with runtime.session() as session:
-        status = gate_status(session, default_target=target, default_confidence=level)
+        status = gate_status(session, default_target=target, default_confidence=level, **review_matching(runtime))
     _print_status(status, as_json)

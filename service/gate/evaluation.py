@@ -7,9 +7,12 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
+import numpy as np
+
 from service.gate.calibrator import Calibrator, fit_calibrator
 from service.gate.evidence import gather_features
 from service.gate.features import Features
+from service.gate.memory import ReviewedQuestion, effective_score, leave_one_out_verdicts, nearest_verdict
 from service.gate.thresholds import choose_threshold, precision_curve
 from service.retrieval.evaluation import EvalSet, _QueryVectors, throwaway_corpus
 from service.retrieval.search import run_search
@@ -26,6 +29,13 @@ class Attempt:
     answerable: bool  # a relevant article is still in the knowledge base
     correct: bool  # the rank-1 article is relevant (what the extractive answer quotes)
     features: Features | None
+    article: str | None = None  # the rank-1 document's id
+    vector: tuple[float, ...] | None = None  # the question's unit vector (for the reviewed-neighbour rule)
+
+    def reviewed(self) -> ReviewedQuestion:
+        """This attempt as a reviewed question (its label is ``correct``)."""
+        vector = np.array(self.vector, dtype=np.float32) if self.vector is not None else None
+        return ReviewedQuestion(0, vector, self.article, self.correct)
 
 
 @dataclass(frozen=True)
@@ -68,7 +78,9 @@ def ask_all(runtime: Runtime, eval_set: EvalSet, fraction: float, seed: int,
                 features = gather_features(session, embedder, query["text"].strip(), outcome, floor=floor,
                                            weights=runtime.weights, retrieval=runtime.retrieval)
                 top = doc_of[outcome.results[0].id] if outcome.results else None
-                attempts.append(Attempt(query["id"], bool(relevant - held), top in relevant, features))
+                vector = embedder.embed([query["text"].strip()])[0]
+                vector = tuple(round(float(x), 6) for x in vector / np.linalg.norm(vector))
+                attempts.append(Attempt(query["id"], bool(relevant - held), top in relevant, features, top, vector))
                 if on_progress:
                     on_progress(1)
     return attempts
@@ -90,29 +102,39 @@ def floor_answers(attempts: Sequence[Attempt], floor: float) -> list[bool]:
 
 
 def calibrated_answers(attempts: Sequence[Attempt], calibrator: Calibrator | None, threshold: float | None,
-                       floor: float) -> list[bool]:
-    """The calibrated gate: confidence reaches the threshold (and the cosine the floor)."""
+                       floor: float, reviewed: Sequence[Attempt] = (), match_similarity: float = 1.01) -> list[bool]:
+    """The calibrated gate: confidence reaches the threshold (and the cosine the floor); a question near a
+    ``reviewed`` one answered from the same article takes its verdict instead (service.gate.memory)."""
     if calibrator is None or threshold is None:
         return [False] * len(attempts)
-    return [a.features is not None and a.features.top_similarity >= floor
-            and calibrator.confidence(a.features) >= threshold for a in attempts]
+    known = [r.reviewed() for r in reviewed if r.features is not None]
+    answers = []
+    for a in attempts:
+        if a.features is None or a.features.top_similarity < floor:
+            answers.append(False)
+            continue
+        verdict = nearest_verdict(known, a.reviewed().vector, a.article, match_similarity)
+        answers.append(effective_score(calibrator.confidence(a.features), verdict) >= threshold)
+    return answers
 
 
-def calibrate_on(attempts: Sequence[Attempt], *, target: float,
-                 confidence: float) -> tuple[Calibrator | None, float | None]:
-    """A team calibrator and threshold from labelled attempts (what POST /api/gate/calibrate does); (None, None)
-    when the labels hold only one outcome (nothing to fit: the gate answers nothing)."""
+def calibrate_on(attempts: Sequence[Attempt], *, target: float, confidence: float,
+                 match_similarity: float = 1.01) -> tuple[Calibrator | None, float | None]:
+    """A team calibrator and threshold from labelled attempts (what POST /api/gate/calibrate does, the
+    reviewed-neighbour rule judged leave one out); (None, None) when the labels hold only one outcome (nothing to
+    fit: the gate answers nothing)."""
     usable = [a for a in attempts if a.features is not None]
     if len({a.correct for a in usable}) < 2:
         return None, None
     calibrator = fit_calibrator([a.features for a in usable], [a.correct for a in usable], source="team")
-    scores = [calibrator.confidence(a.features) for a in usable]
+    verdicts = leave_one_out_verdicts([a.reviewed() for a in usable], match_similarity)
+    scores = [effective_score(calibrator.confidence(a.features), v) for a, v in zip(usable, verdicts)]
     return calibrator, choose_threshold(scores, [a.correct for a in usable], target=target,
                                         confidence=confidence).threshold
 
 
 def cross_fit(attempts: Sequence[Attempt], *, target: float, confidence: float, floor: float,
-              seed: int) -> tuple[GateFigures, list[float | None]]:
+              seed: int, match_similarity: float = 1.01) -> tuple[GateFigures, list[float | None]]:
     """Calibrate on one half of the questions, measure on the other, both ways; pooled figures and thresholds."""
     order = list(range(len(attempts)))
     random.Random(seed).shuffle(order)
@@ -121,15 +143,17 @@ def cross_fit(attempts: Sequence[Attempt], *, target: float, confidence: float, 
     answered: list[bool] = []
     thresholds: list[float | None] = []
     for fit_half, test_half in (halves, halves[::-1]):
-        calibrator, threshold = calibrate_on(fit_half, target=target, confidence=confidence)
+        calibrator, threshold = calibrate_on(fit_half, target=target, confidence=confidence,
+                                             match_similarity=match_similarity)
         thresholds.append(threshold)
         measured += test_half
-        answered += calibrated_answers(test_half, calibrator, threshold, floor)
+        answered += calibrated_answers(test_half, calibrator, threshold, floor, fit_half, match_similarity)
     return measure(measured, answered), thresholds
 
 
 def team_protocol(attempts: Sequence[Attempt], *, target: float, confidence: float, floor: float, seed: int,
-                  labelled: int = 150, asked: int = 200, repeats: int = 10) -> dict | None:
+                  labelled: int = 150, asked: int = 200, repeats: int = 10,
+                  match_similarity: float = 1.01) -> dict | None:
     """The issue's held-out check on a dev set: review ``labelled`` questions, calibrate, ask ``asked`` others;
     repeated over seeded draws, the mean figures and the worst precision (None: the set is too small)."""
     if len(attempts) < labelled + asked:
@@ -139,8 +163,10 @@ def team_protocol(attempts: Sequence[Attempt], *, target: float, confidence: flo
         order = list(attempts)
         random.Random(seed * 1000 + repeat).shuffle(order)
         reviewed, later = order[:labelled], order[labelled:labelled + asked]
-        calibrator, threshold = calibrate_on(reviewed, target=target, confidence=confidence)
-        runs.append(measure(later, calibrated_answers(later, calibrator, threshold, floor)))
+        calibrator, threshold = calibrate_on(reviewed, target=target, confidence=confidence,
+                                             match_similarity=match_similarity)
+        runs.append(measure(later, calibrated_answers(later, calibrator, threshold, floor, reviewed,
+                                                      match_similarity)))
 
     def mean(name: str) -> float:
         return sum(getattr(r, name) or 0.0 for r in runs) / len(runs)
@@ -152,9 +178,12 @@ def team_protocol(attempts: Sequence[Attempt], *, target: float, confidence: flo
 
 
 def answerability_report(attempts: Sequence[Attempt], *, floor: float, default: Calibrator,
-                         default_threshold: float, target: float, confidence: float, seed: int) -> dict:
-    """The figures `supportrag eval --answerability` prints."""
-    crossed, thresholds = cross_fit(attempts, target=target, confidence=confidence, floor=floor, seed=seed)
+                         default_threshold: float, target: float, confidence: float, seed: int,
+                         match_similarity: float = 1.01) -> dict:
+    """The figures `supportrag eval --answerability` prints (the calibrated rows with the reviewed-neighbour rule
+    at ``match_similarity``; above 1, without it)."""
+    crossed, thresholds = cross_fit(attempts, target=target, confidence=confidence, floor=floor, seed=seed,
+                                    match_similarity=match_similarity)
     usable = [a for a in attempts if a.features is not None]
     curve = precision_curve([default.confidence(a.features) for a in usable], [a.correct for a in usable],
                             confidence)
@@ -165,6 +194,8 @@ def answerability_report(attempts: Sequence[Attempt], *, floor: float, default: 
         "default_calibrator": {"threshold": default_threshold} | measure(
             attempts, calibrated_answers(attempts, default, default_threshold, floor)).to_dict(),
         "calibrated_cross_fitted": {"target_precision": target, "thresholds": thresholds} | crossed.to_dict(),
-        "team_150_then_200": team_protocol(attempts, target=target, confidence=confidence, floor=floor, seed=seed),
+        "review_match_similarity": match_similarity,
+        "team_150_then_200": team_protocol(attempts, target=target, confidence=confidence, floor=floor, seed=seed,
+                                           match_similarity=match_similarity),
         "curve": [p.to_dict() for p in curve[::10]],
     }

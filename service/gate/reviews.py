@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
@@ -12,6 +13,7 @@ from sqlalchemy.orm import Session
 from service.db.models import AnswerFeedback, GateCalibration, GateReview, Ticket, TicketDraft, WidgetMessage
 from service.gate.calibrator import fit_calibrator, load_default_calibrator, load_default_threshold
 from service.gate.features import Features
+from service.gate.memory import ReviewedQuestion, effective_score, leave_one_out_verdicts
 from service.gate.state import active_gate
 from service.gate.thresholds import choose_threshold, curve_point, precision_curve
 
@@ -35,6 +37,8 @@ class Label:
     ticket_id: int
     features: Features
     correct: bool
+    vector: np.ndarray | None = None  # the question's unit vector (ticket_vectors), for the reviewed neighbours
+    article_id: int | None = None  # the rank-1 article the verdict is about
 
 
 def record_review(session: Session, ticket_id: int, correct: bool, reviewer: str | None) -> dict:
@@ -55,12 +59,39 @@ def record_review(session: Session, ticket_id: int, correct: bool, reviewer: str
     return values
 
 
-def team_labels(session: Session) -> list[Label]:
-    """Every reviewed ticket whose gate recorded features."""
-    rows = session.execute(sa.select(GateReview.ticket_id, GateReview.answer_correct, Ticket.gate)
-                           .join(Ticket, Ticket.id == GateReview.ticket_id).order_by(GateReview.ticket_id)).all()
-    return [Label(ticket_id, Features.from_dict(gate["features"]), correct)
-            for ticket_id, correct, gate in rows if gate and gate.get("features")]
+LABELS_SQL = sa.text("""
+    SELECT r.ticket_id, r.answer_correct, t.gate, c.article_id, v.embedding::text AS vector
+    FROM gate_reviews r
+    JOIN tickets t ON t.id = r.ticket_id
+    LEFT JOIN ticket_citations c ON c.ticket_id = r.ticket_id AND c.rank = 1
+    LEFT JOIN ticket_vectors v ON v.ticket_id = r.ticket_id AND v.embedding_model = :model
+    ORDER BY r.ticket_id
+""")
+
+
+def team_labels(session: Session, model: str | None = None) -> list[Label]:
+    """Every reviewed ticket whose gate recorded features, with its question's vector of ``model`` (if stored)."""
+    rows = session.execute(LABELS_SQL, {"model": model or ""}).all()
+    return [Label(row.ticket_id, Features.from_dict(row.gate["features"]), row.answer_correct,
+                  _unit(row.vector), row.article_id)
+            for row in rows if row.gate and row.gate.get("features")]
+
+
+def _unit(text: str | None) -> np.ndarray | None:
+    """A halfvec's text form ('[0.1,0.2,…]') as a unit float32 vector."""
+    if not text:
+        return None
+    vector = np.array(text.strip("[]").split(","), dtype=np.float32)
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm else None
+
+
+def label_scores(labels: list[Label], calibrator, match_similarity: float) -> list[float]:
+    """What the gate compares with its threshold for each reviewed ticket: the calibrated confidence, or the
+    verdict of its nearest other reviewed neighbour (service.gate.memory), as answering would have used it."""
+    verdicts = leave_one_out_verdicts(
+        [ReviewedQuestion(l.ticket_id, l.vector, l.article_id, l.correct) for l in labels], match_similarity)
+    return [effective_score(calibrator.confidence(l.features), verdict) for l, verdict in zip(labels, verdicts)]
 
 
 def labels_needed(labels: list[Label]) -> int:
@@ -69,10 +100,13 @@ def labels_needed(labels: list[Label]) -> int:
     return max(MIN_LABELS - len(labels), MIN_EACH - right, MIN_EACH - (len(labels) - right), 0)
 
 
-def calibrate(session: Session, *, target: float, confidence: float, actor: str | None) -> GateCalibration:
+def calibrate(session: Session, *, target: float, confidence: float, actor: str | None, model: str | None = None,
+              match_similarity: float = 1.0) -> GateCalibration:
     """Refit on the team's reviews and choose the threshold for ``target``; with too few reviews, keep the default
-    calibrator (the row says how many more are needed). Every call adds a row: the audit log."""
-    labels = team_labels(session)
+    calibrator (the row says how many more are needed). Every call adds a row: the audit log. With ``model`` (the
+    embedder's), the thresholds are judged with the reviewed-neighbour rule at ``match_similarity``, leave one
+    out, as answering applies it."""
+    labels = team_labels(session, model)
     needed = labels_needed(labels)
     if needed:
         calibrator, threshold, source = load_default_calibrator(), load_default_threshold(), "default"
@@ -81,7 +115,7 @@ def calibrate(session: Session, *, target: float, confidence: float, actor: str 
                               "calibration; the default calibrator stays"}
     else:
         calibrator = fit_calibrator([l.features for l in labels], [l.correct for l in labels], source="team")
-        scores = [calibrator.confidence(l.features) for l in labels]
+        scores = label_scores(labels, calibrator, match_similarity)
         choice = choose_threshold(scores, [l.correct for l in labels], target=target, confidence=confidence)
         threshold, source = (choice.threshold if choice.threshold is not None else 1.0), "team"
         summary = {"labels_needed": 0, "target_met": choice.target_met,
@@ -107,14 +141,16 @@ def label_counts(session: Session) -> dict[str, int]:
     return {"reviews": reviews, "customer_feedback": feedback, "widget_feedback": widget, "drafts_used": drafts}
 
 
-def gate_status(session: Session, *, default_target: float, default_confidence: float) -> dict:
-    """What GET /api/gate returns: the gate in force, its estimate on the team's reviews, and the curve."""
+def gate_status(session: Session, *, default_target: float, default_confidence: float, model: str | None = None,
+                match_similarity: float = 1.0) -> dict:
+    """What GET /api/gate returns: the gate in force, its estimate on the team's reviews (with the reviewed-neighbour
+    rule, leave one out, when ``model`` is given), and the curve."""
     gate = active_gate(session)
     row = gate.calibration
     target = row.target_precision if row else default_target
     level = row.confidence_level if row else default_confidence
-    labels = team_labels(session)
-    scores = [gate.calibrator.confidence(l.features) for l in labels]
+    labels = team_labels(session, model)
+    scores = label_scores(labels, gate.calibrator, match_similarity)
     correct = [l.correct for l in labels]
     point = curve_point(scores, correct, gate.threshold, level) if labels else None
     return {
@@ -174,3 +210,11 @@ def answered_share(session: Session, *, days: int = 30) -> tuple[int, int]:
         .where(Ticket.status.in_(REVIEWABLE),
                Ticket.created_at >= sa.func.now() - sa.func.make_interval(0, 0, 0, days))).one()
     return int(row[0]), int(row[1])
+
+
+def review_matching(runtime) -> dict:
+    """The reviewed-neighbour rule's arguments for ``calibrate`` and ``gate_status`` from a runtime: its embedder's
+    model and ``REVIEW_MATCH_SIMILARITY`` (only under ``ANSWER_GATE=calibrated``, where answering applies it)."""
+    if runtime.settings.answer_gate != "calibrated":
+        return {}
+    return {"model": runtime.embedder.model_name, "match_similarity": runtime.settings.review_match_similarity}

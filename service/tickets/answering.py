@@ -50,12 +50,15 @@ class GateDecision:
     threshold: float | None = None
     features: dict | None = None
     calibration: str | None = None
+    # The nearest reviewed question answered from the same article, when close enough to decide (service.gate.memory).
+    review_match: dict | None = None
 
     def to_dict(self) -> dict:
         """JSON form stored with the ticket."""
         return {"answerable": self.answerable, "top_similarity": self.top_similarity,
                 "min_similarity": self.min_similarity, "reason": self.reason, "confidence": self.confidence,
-                "threshold": self.threshold, "features": self.features, "calibration": self.calibration}
+                "threshold": self.threshold, "features": self.features, "calibration": self.calibration} | (
+                    {"review_match": self.review_match} if self.review_match else {})
 
 
 def above_floor(results: Sequence[Any], floor: float) -> list[Any]:

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from service.db.models import Article, Ticket, TicketAnswer, TicketCitation, TicketMessage
 from service.gate.evidence import gather_features
+from service.gate.memory import find_review_match
 from service.gate.state import active_gate, confidence_of
 from service.knowledge.sections import PATH_SEPARATOR as SECTION_SEPARATOR
 from service.providers.llm import ChatModel, LLMError
@@ -151,6 +152,16 @@ def answer_gate(outcome: SearchOutcome, min_similarity: float, *, query: str | N
                       features=features.to_dict() if features else None)
     if not decision.answerable or confidence is None:
         return decided
+    match = find_review_match(session, runtime.embedder, query, outcome.results[0].id,
+                              min_similarity=runtime.settings.review_match_similarity)
+    if match is not None:
+        judged = "right" if match.answer_correct else "wrong"
+        reason = (f"a reviewer marked this article's answer {judged} for a question like this one (ticket "
+                  f"#{match.ticket_id}, similarity {match.similarity:.2f}); confidence {confidence:.3f}")
+        decided = replace(decided, review_match=match.to_dict())
+        if not match.answer_correct:
+            return replace(decided, answerable=False, reason=reason)
+        return replace(decided, reason=f"{reason}; {decision.reason}")
     verdict = "reaches" if confidence >= gate.threshold else "is below"
     reason = f"confidence {confidence:.3f} {verdict} the threshold {gate.threshold:.3f} ({gate.source} calibration)"
     if confidence < gate.threshold:

@@ -9,7 +9,7 @@ from flask import Blueprint, g, jsonify
 
 from service.db.models import Article, TicketAnswer
 from service.gate.reviews import GateTicketNotFound, NotReviewable, calibrate, gate_status, record_review, \
-    review_queue
+    review_matching, review_queue
 from service.tickets.answering import extractive_answer
 from service.web.errors import ApiError
 from service.web.requests import db, int_arg, json_body, runtime
@@ -59,7 +59,7 @@ def calibrate_gate():
                        {"target_precision": "is required"})
     target = _fraction(body, "target_precision", settings.answer_target_precision, TARGET_LOW, TARGET_HIGH)
     level = _fraction(body, "confidence_level", settings.answer_confidence_level, 0.499, 1.0)
-    row = calibrate(db(), target=target, confidence=level, actor=_reviewer())
+    row = calibrate(db(), target=target, confidence=level, actor=_reviewer(), **review_matching(runtime()))
     db().commit()
     return jsonify(_status() | {"calibration_id": row.id})
 
@@ -67,7 +67,7 @@ def calibrate_gate():
 def _status() -> dict:
     settings = runtime().settings
     return gate_status(db(), default_target=settings.answer_target_precision,
-                       default_confidence=settings.answer_confidence_level)
+                       default_confidence=settings.answer_confidence_level, **review_matching(runtime()))
 
 
 @gate_api.get("/gate")

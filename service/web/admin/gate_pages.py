@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 
-from service.gate.reviews import answered_share, calibrate, gate_status, review_queue
+from service.gate.reviews import answered_share, calibrate, gate_status, review_matching, review_queue
 from service.web.admin.gate_chart import curve_chart
 from service.web.admin.pages import nav_context
 from service.web.gate import TARGET_HIGH, TARGET_LOW, would_be_answer
@@ -19,7 +19,7 @@ def ai_answers():
     """The precision/coverage curve with the operating point, labels by source, the answered share."""
     settings = runtime().settings
     status = gate_status(db(), default_target=settings.answer_target_precision,
-                         default_confidence=settings.answer_confidence_level)
+                         default_confidence=settings.answer_confidence_level, **review_matching(runtime()))
     chart = curve_chart(status["curve"], coverage=status["coverage"], precision=status["estimated_precision"],
                         target=status["target_precision"])
     answered, total = answered_share(db(), days=30)
@@ -40,7 +40,7 @@ def ai_answers_calibrate():
         return redirect(url_for("admin_gate.ai_answers"))
     identity = nav_context()["identity"]
     row = calibrate(db(), target=target, confidence=runtime().settings.answer_confidence_level,
-                    actor=f"admin:{identity.name}" if identity else None)
+                    actor=f"admin:{identity.name}" if identity else None, **review_matching(runtime()))
     db().commit()
     flash(f"Calibrated for {target:.3f}: {row.summary.get('message')}", "info")
     return redirect(url_for("admin_gate.ai_answers"))

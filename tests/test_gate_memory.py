@@ -1,0 +1,67 @@
+"""The reviewed-neighbour rule (service.gate.memory): a question close to one a reviewer judged, answered from the same
+article, takes that verdict; calibration judges it leave one out."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from service.gate.memory import ANSWER_SCORE, VETO_SCORE, ReviewedQuestion, effective_score, leave_one_out_verdicts
+
+
+def ask(client, question: str) -> dict:
+    response = client.post("/api/tickets", json={"subject": question, "body": question})
+    assert response.status_code == 201, response.get_json()
+    return client.get(f"/api/tickets/{response.get_json()['ticket']['id']}").get_json()["ticket"]
+
+
+def unit(*values: float) -> np.ndarray:
+    vector = np.array(values, dtype=np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def test_leave_one_out_takes_the_nearest_other_review_of_the_same_article_above_the_threshold():
+    reviewed = [
+        ReviewedQuestion(1, unit(1, 0, 0), 10, False),
+        ReviewedQuestion(2, unit(1, 0.1, 0), 10, True),   # nearest to 1 (same article): 1 takes its verdict
+        ReviewedQuestion(3, unit(1, 0.05, 0), 20, False),  # nearer still, but another article: ignored
+        ReviewedQuestion(4, unit(0, 1, 0), 10, True),     # same article, far from everyone: no verdict
+        ReviewedQuestion(5, None, 10, True),              # never embedded: neither judged nor judging
+    ]
+    verdicts = leave_one_out_verdicts(reviewed, 0.8)
+    assert verdicts == [True, False, None, None, None]
+    assert leave_one_out_verdicts(reviewed, 0.999) == [None] * 5  # above every cosine: no verdicts
+
+
+def test_the_effective_score_is_the_verdict_else_the_confidence():
+    assert effective_score(0.42, None) == 0.42
+    assert effective_score(0.99, False) == VETO_SCORE < 0.0
+    assert effective_score(0.01, True) == ANSWER_SCORE > 1.0
+
+
+def test_a_question_like_one_reviewed_wrong_is_handed_off_and_says_why(seeded, client):
+    first = ask(client, "Can I return an item and get my money back?")
+    assert first["status"] == "answered" and "review_match" not in first["gate"]
+    assert client.post(f"/api/tickets/{first['id']}/review", json={"answer_correct": False}).status_code == 200
+    again = ask(client, "Can I return an item and get my money back, please?")
+    assert again["status"] == "needs_agent"
+    assert again["gate"]["review_match"]["ticket_id"] == first["id"]
+    assert again["gate"]["review_match"]["answer_correct"] is False
+    assert f"#{first['id']}" in again["gate"]["reason"] and "wrong" in again["gate"]["reason"]
+    # another article's question is not touched by that verdict
+    other = ask(client, "the page is blank")
+    assert other["status"] == "answered" and "review_match" not in other["gate"]
+
+
+def test_a_question_like_one_reviewed_right_is_answered_though_the_confidence_is_low(seeded, client):
+    first = ask(client, "How do I get a refund for my order?")
+    gate = first["gate"]
+    # the precondition: the floor lets it through, the calibrated confidence alone does not
+    assert first["status"] == "needs_agent", gate
+    assert gate["top_similarity"] >= gate["min_similarity"] and gate["confidence"] < gate["threshold"], gate
+    assert client.post(f"/api/tickets/{first['id']}/review", json={"answer_correct": True}).status_code == 200
+    again = ask(client, "How can I get a refund for my order?")
+    assert again["status"] == "answered", again["gate"]
+    assert again["gate"]["review_match"] == {"ticket_id": first["id"], "answer_correct": True,
+                                             "similarity": again["gate"]["review_match"]["similarity"]}
+    assert again["gate"]["confidence"] < again["gate"]["threshold"]
+
