@@ -65,3 +65,17 @@ def test_a_question_like_one_reviewed_right_is_answered_though_the_confidence_is
                                              "similarity": again["gate"]["review_match"]["similarity"]}
     assert again["gate"]["confidence"] < again["gate"]["threshold"]
 
+
+
+def test_a_verdict_is_about_the_text_reviewed_an_edit_retires_it_an_importance_change_does_not(seeded, client):
+    first = ask(client, "Can I return an item and get my money back?")
+    article_id = next(c["article_id"] for c in first["citations"] if c["rank"] == 1)
+    client.post(f"/api/tickets/{first['id']}/review", json={"answer_correct": False})
+    assert client.patch(f"/api/articles/{article_id}", json={"importance": 1.5}).status_code == 200
+    assert ask(client, "Can I return an item and get my money back, please?")["status"] == "needs_agent"
+    article = client.get(f"/api/articles/{article_id}").get_json()["article"]
+    edited = client.patch(f"/api/articles/{article_id}",
+                          json={"content": article["content"] + "\n\nReturns of any item are refunded in full."})
+    assert edited.status_code == 200
+    after = ask(client, "Can I return an item and get my money back, please?")
+    assert "review_match" not in after["gate"], after["gate"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import Hashable, Sequence
 
 import numpy as np
 import sqlalchemy as sa
@@ -48,7 +48,11 @@ def _match_sql(width: int) -> sa.TextClause:
         JOIN ticket_vectors v ON v.ticket_id = r.ticket_id AND v.embedding_model = :model
                               AND vector_dims(v.embedding) = {int(width)}
         JOIN ticket_citations c ON c.ticket_id = r.ticket_id AND c.rank = 1
+        JOIN knowledge_base a ON a.id = c.article_id
+        LEFT JOIN article_versions av ON av.article_id = c.article_id AND av.number = c.article_version
         WHERE c.article_id = :article_id AND r.ticket_id <> :exclude
+          -- a verdict is about the text the reviewer saw: an edit of the title or content retires it
+          AND (av.article_id IS NULL OR (av.title = a.title AND av.content = a.content))
         ORDER BY v.embedding <=> CAST(:query AS halfvec({int(width)})), r.ticket_id
         LIMIT 1""")
 
@@ -91,7 +95,7 @@ class ReviewedQuestion:
 
     ticket_id: int
     vector: np.ndarray | None  # unit length; None when the question was never embedded
-    article_id: int | str | None  # its rank-1 article (an eval set's document id in `supportrag eval`)
+    article_id: Hashable | None  # its rank-1 article as reviewed (id and text; a document id in `supportrag eval`)
     correct: bool
 
 
@@ -101,7 +105,7 @@ def leave_one_out_verdicts(reviewed: Sequence[ReviewedQuestion], min_similarity:
     verdicts: list[bool | None] = [None] * len(reviewed)
     if min_similarity > 1.0:
         return verdicts
-    by_article: dict[int, list[int]] = {}
+    by_article: dict[Hashable, list[int]] = {}
     for index, item in enumerate(reviewed):
         if item.vector is not None and item.article_id is not None:
             by_article.setdefault(item.article_id, []).append(index)
@@ -118,7 +122,7 @@ def leave_one_out_verdicts(reviewed: Sequence[ReviewedQuestion], min_similarity:
     return verdicts
 
 
-def nearest_verdict(reviewed: Sequence[ReviewedQuestion], vector: np.ndarray | None, article_id: int | str | None,
+def nearest_verdict(reviewed: Sequence[ReviewedQuestion], vector: np.ndarray | None, article_id: Hashable | None,
                     min_similarity: float) -> bool | None:
     """The verdict a new question takes from the reviewed ones (``find_review_match`` without the database)."""
     if vector is None or article_id is None or min_similarity > 1.0:

@@ -38,7 +38,7 @@ class Label:
     features: Features
     correct: bool
     vector: np.ndarray | None = None  # the question's unit vector (ticket_vectors), for the reviewed neighbours
-    article_id: int | None = None  # the rank-1 article the verdict is about
+    article_id: tuple[int, str] | None = None  # the rank-1 article the verdict is about, with its text's digest
 
 
 def record_review(session: Session, ticket_id: int, correct: bool, reviewer: str | None) -> dict:
@@ -60,10 +60,12 @@ def record_review(session: Session, ticket_id: int, correct: bool, reviewer: str
 
 
 LABELS_SQL = sa.text("""
-    SELECT r.ticket_id, r.answer_correct, t.gate, c.article_id, v.embedding::text AS vector
+    SELECT r.ticket_id, r.answer_correct, t.gate, c.article_id, v.embedding::text AS vector,
+           md5(coalesce(av.title, '') || chr(1) || coalesce(av.content, '')) AS text_key
     FROM gate_reviews r
     JOIN tickets t ON t.id = r.ticket_id
     LEFT JOIN ticket_citations c ON c.ticket_id = r.ticket_id AND c.rank = 1
+    LEFT JOIN article_versions av ON av.article_id = c.article_id AND av.number = c.article_version
     LEFT JOIN ticket_vectors v ON v.ticket_id = r.ticket_id AND v.embedding_model = :model
     ORDER BY r.ticket_id
 """)
@@ -73,7 +75,7 @@ def team_labels(session: Session, model: str | None = None) -> list[Label]:
     """Every reviewed ticket whose gate recorded features, with its question's vector of ``model`` (if stored)."""
     rows = session.execute(LABELS_SQL, {"model": model or ""}).all()
     return [Label(row.ticket_id, Features.from_dict(row.gate["features"]), row.answer_correct,
-                  _unit(row.vector), row.article_id)
+                  _unit(row.vector), (row.article_id, row.text_key) if row.article_id is not None else None)
             for row in rows if row.gate and row.gate.get("features")]
 
 
