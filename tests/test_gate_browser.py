@@ -76,4 +76,5 @@ def test_the_review_queue_marks_right_with_r_and_wrong_with_w_then_the_page_draw
     page.wait_for_url(f"{base_url}/admin/ai-answers")
     assert page.locator("#gate-target").inner_text() == "85.0%"
     assert "more are needed" in page.locator("#labels-heading + table + p").inner_text()
+    assert "0 answered as a reviewer marked right" in page.locator("#review-matches").inner_text()
     page.screenshot(path=str(screenshots / "gate-ai-answers.png"), full_page=True)

@@ -50,6 +50,7 @@ def test_a_question_like_one_reviewed_wrong_is_handed_off_and_says_why(seeded, c
     # another article's question is not touched by that verdict
     other = ask(client, "the page is blank")
     assert other["status"] == "answered" and "review_match" not in other["gate"]
+    assert client.get("/api/gate").get_json()["review_matches_30d"] == {"answered": 0, "handed_off": 1}
 
 
 def test_a_question_like_one_reviewed_right_is_answered_though_the_confidence_is_low(seeded, client):
@@ -64,6 +65,7 @@ def test_a_question_like_one_reviewed_right_is_answered_though_the_confidence_is
     assert again["gate"]["review_match"] == {"ticket_id": first["id"], "answer_correct": True,
                                              "similarity": again["gate"]["review_match"]["similarity"]}
     assert again["gate"]["confidence"] < again["gate"]["threshold"]
+    assert client.get("/api/gate").get_json()["review_matches_30d"] == {"answered": 1, "handed_off": 0}
 
 
 

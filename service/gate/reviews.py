@@ -164,6 +164,7 @@ def gate_status(session: Session, *, default_target: float, default_confidence: 
         "calibrated_at": row.created_at.isoformat() if row else None,
         "message": (row.summary or {}).get("message") if row else None,
         "curve": [p.to_dict() for p in precision_curve(scores, correct, level)[4::5]] if labels else [],
+        "review_matches_30d": review_matches(session, days=30),
     }
 
 
@@ -220,3 +221,13 @@ def review_matching(runtime) -> dict:
     if runtime.settings.answer_gate != "calibrated":
         return {}
     return {"model": runtime.embedder.model_name, "match_similarity": runtime.settings.review_match_similarity}
+
+
+def review_matches(session: Session, *, days: int) -> dict[str, int]:
+    """Tickets of the last ``days`` a reviewed neighbour decided (service.gate.memory): answered, handed off."""
+    row = session.execute(sa.select(
+        sa.func.count().filter(Ticket.gate["review_match"]["answer_correct"].as_boolean().is_(True)),
+        sa.func.count().filter(Ticket.gate["review_match"]["answer_correct"].as_boolean().is_(False)))
+        .where(Ticket.gate.has_key("review_match"),
+               Ticket.created_at >= sa.func.now() - sa.func.make_interval(0, 0, 0, days))).one()
+    return {"answered": int(row[0]), "handed_off": int(row[1])}

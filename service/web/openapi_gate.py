@@ -26,7 +26,8 @@ GATE_SCHEMAS: dict[str, Any] = {
                               "drafts_used": INTEGER}),
         "estimated_precision": nullable(NUMBER), "precision_lower_bound": nullable(NUMBER),
         "coverage": nullable(NUMBER), "calibrated_at": nullable(STRING), "message": nullable(STRING),
-        "calibration_id": INTEGER, "curve": {"type": "array", "items": POINT}},
+        "calibration_id": INTEGER, "curve": {"type": "array", "items": POINT},
+        "review_matches_30d": obj({"answered": INTEGER, "handed_off": INTEGER})},
         ["target_precision", "confidence_level", "threshold", "labels", "source", "estimated_precision",
          "precision_lower_bound", "coverage", "curve"]),
     "ReviewQueue": obj({"tickets": {"type": "array", "items": obj({
