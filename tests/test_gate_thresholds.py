@@ -87,9 +87,11 @@ def test_an_unreachable_target_falls_back_to_the_strictest_tested_threshold_and_
     correct = [i % 3 != 0 for i in range(100)]  # two thirds right everywhere: 0.9 can never be shown
     choice = choose_threshold(scores, correct, target=0.9, confidence=0.9)
     needed = answered_to_test(0.9, 0.9)
-    assert not choice.target_met and choice.point.answered >= needed
-    stricter = [p for p in choice.curve if p.threshold > choice.threshold]
-    assert stricter and all(p.answered < needed for p in stricter)
+    first = next(p for p in choice.curve if p.answered >= needed)
+    assert not choice.target_met and choice.threshold >= first.threshold
+    # the best bound among the thresholds no looser than the first tested one
+    eligible = [p for p in choice.curve if p.threshold >= first.threshold and p.answered >= MIN_ANSWERED]
+    assert choice.point.precision_lower_bound == max(p.precision_lower_bound for p in eligible)
 
 
 def test_the_fallback_answers_the_confident_few_rather_than_the_best_bound_on_many():
@@ -101,6 +103,15 @@ def test_the_fallback_answers_the_confident_few_rather_than_the_best_bound_on_ma
     best = max(choice.curve, key=lambda p: p.precision_lower_bound or 0.0)
     assert best.answered == 225 and best.precision_lower_bound < 0.9
     assert not choice.target_met and choice.point.answered == 25 and choice.threshold > 0.5
+
+
+def test_the_fallback_prefers_a_precise_few_within_the_confident_share():
+    # 12 most confident all right, then 13 at 0.6 precision: below the first tested threshold (25 answered) the
+    # 12 have the better bound, so the gate answers those
+    scores = [0.95] * 12 + [0.8] * 13 + [0.3] * 100
+    correct = [True] * 12 + [True] * 8 + [False] * 5 + [True] * 60 + [False] * 40
+    choice = choose_threshold(scores, correct, target=0.9, confidence=0.9)
+    assert not choice.target_met and choice.point.answered == 12 and choice.threshold > 0.8
 
 
 def _features(similarity: float, agree: bool) -> Features:

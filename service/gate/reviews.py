@@ -122,8 +122,8 @@ def calibrate(session: Session, *, target: float, confidence: float, actor: str 
         threshold, source = (choice.threshold if choice.threshold is not None else 1.0), "team"
         summary = {"labels_needed": 0, "target_met": choice.target_met,
                    "message": "the lower bound reaches the target" if choice.target_met else
-                   "no threshold's lower bound reaches the target with these reviews: the gate answers only "
-                   "the most confident share, at the strictest threshold that could have shown it"}
+                   "no threshold's lower bound reaches the target with these reviews: the gate keeps to its "
+                   "most confident share (the best-supported threshold no looser than the first one tested)"}
     row = GateCalibration(actor=actor, source=source, target_precision=target, confidence_level=confidence,
                           threshold=threshold, labels=len(labels), calibrator=calibrator.to_dict(), summary=summary)
     session.add(row)

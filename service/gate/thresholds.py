@@ -100,9 +100,14 @@ def choose_threshold(confidences: Sequence[float], correct: Sequence[bool], *, t
 
 
 def strictest_tested(curve: Sequence[CurvePoint], needed: int) -> CurvePoint | None:
-    """The fallback when the target cannot be shown: the first threshold of the sequence, the strictest answering
-    enough labelled tickets to be tested. The gate then answers only its most confident share (about 15 % of 150
-    reviews at 0.90 and 90 %) rather than the threshold with the highest lower bound, which rewards answering more
-    at a lower precision: on short FAQ questions that fallback gave a mean precision of 0.85–0.93 across held-back
-    draws, this one 0.88–0.93 (docs/answer-gate.md)."""
-    return next((p for p in curve if p.answered >= needed), None)
+    """The fallback when the target cannot be shown: the gate keeps to its most confident share. Among the
+    thresholds no looser than the first of the sequence (the strictest answering ``needed`` labelled tickets), the
+    one with the highest lower bound (at least MIN_ANSWERED answered). The highest bound over *all* thresholds
+    rewards answering more at a lower precision: on short FAQ questions it gave a mean precision of 0.85–0.93
+    across held-back draws, this one 0.88–0.93 (docs/answer-gate.md)."""
+    first = next((p for p in curve if p.answered >= needed), None)
+    if first is None:
+        return None
+    stricter = [p for p in curve if p.threshold >= first.threshold and p.answered >= MIN_ANSWERED
+                and p.precision_lower_bound is not None]
+    return max(stricter, key=lambda p: (p.precision_lower_bound, -p.threshold))
