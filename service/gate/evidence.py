@@ -18,17 +18,20 @@ from service.retrieval.sql import RetrievalSettings
 log = logging.getLogger(__name__)
 
 
-def heading_similarity(embedder: Embedder, query: str, heading: str) -> float | None:
-    """Cosine of the question and a heading (None if the embedder fails: the feature falls back)."""
+def heading_similarity(embedder: Embedder, query: str, heading: str, title: str | None = None) -> float | None:
+    """The larger cosine of the question with a heading and with the article's title (None if the embedder fails:
+    the feature falls back). A help center's title is often the question itself ("How to request a refund") while
+    the best-matching section is a step of it ("When will I get my money back?")."""
+    texts = [query, heading] + ([title] if title and title != heading else [])
     try:
-        # One batch of two short texts (a few milliseconds locally); the search's own query vector is not
+        # One batch of short texts (a few milliseconds locally); the search's own query vector is not
         # returned by run_search, and re-embedding the query is cheaper than widening that contract.
-        vectors = embed_narrow(embedder, [query, heading])
+        vectors = embed_narrow(embedder, texts)
     except EmbeddingError as exc:
         log.warning("heading not embedded for the gate: %s", exc)
         return None
-    a, b = vectors[0], vectors[1]
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+    q = vectors[0] / np.linalg.norm(vectors[0])
+    return max(float(q @ v / np.linalg.norm(v)) for v in vectors[1:])
 
 
 def gather_features(session: Session, embedder: Embedder, query: str, outcome: SearchOutcome, *, floor: float,
@@ -43,5 +46,5 @@ def gather_features(session: Session, embedder: Embedder, query: str, outcome: S
     except OperationalError as exc:  # the keyword leg timed out: the features say it found nothing
         log.warning("lexical leg failed for the gate's features: %s", exc)
         lexical = []
-    heading = heading_similarity(embedder, query, cited_heading(outcome.results[0]))
+    heading = heading_similarity(embedder, query, cited_heading(outcome.results[0]), outcome.results[0].title)
     return compute_features(query, outcome.results, lexical, floor, heading)

@@ -26,7 +26,7 @@ class Features:
     word_overlap: float  # share of the question's content words found in the cited section
     question_words: int  # the question's content words
     above_floor: int  # retrieved articles whose cosine reaches the floor
-    heading_similarity: float  # cosine between the question and the cited section's heading (else the title)
+    heading_similarity: float  # the larger cosine of the question with the cited section's heading and the title
 
     def to_dict(self) -> dict:
         """JSON form stored with the ticket's gate."""
