@@ -81,3 +81,25 @@ def test_a_verdict_is_about_the_text_reviewed_an_edit_retires_it_an_importance_c
     assert edited.status_code == 200
     after = ask(client, "Can I return an item and get my money back, please?")
     assert "review_match" not in after["gate"], after["gate"]
+
+
+def test_the_eval_protocol_applies_the_rule_a_later_question_takes_its_reviewed_neighbours_verdict():
+    from service.gate.evaluation import Attempt, calibrated_answers, calibrate_on
+    from service.gate.features import Features
+
+    def attempt(i: int, strength: float, correct: bool, vector: np.ndarray, article: str) -> Attempt:
+        features = Features(top_similarity=strength, section_similarity=strength, margin=strength / 3,
+                            bm25_score=10 * strength, bm25_rank=1, legs_agree=True, word_overlap=strength,
+                            question_words=6, above_floor=2, heading_similarity=strength)
+        return Attempt(f"q{i}", True, correct, features, article, tuple(float(x) for x in vector))
+
+    rng = np.random.default_rng(0)
+    reviewed = [attempt(i, 0.3 + 0.6 * (i % 10) / 10, i % 10 >= 3, unit(*rng.normal(size=8)), f"a{i}")
+                for i in range(80)]
+    trap = unit(1, 1, 1, 1, 0, 0, 0, 0)  # a strong-looking question a reviewer marked wrong
+    reviewed.append(attempt(100, 0.85, False, trap, "a-trap"))
+    calibrator, threshold = calibrate_on(reviewed, target=0.8, confidence=0.8, match_similarity=0.8)
+    later = [attempt(200, 0.85, False, unit(1, 1, 1, 0.9, 0.05, 0, 0, 0), "a-trap"),  # rephrasing of the trap
+             attempt(201, 0.85, True, unit(1, 1, 1, 0.9, 0.05, 0, 0, 0), "a-other")]  # same words, other article
+    assert calibrated_answers(later, calibrator, threshold, 0.3) == [True, True]  # without the rule
+    assert calibrated_answers(later, calibrator, threshold, 0.3, reviewed, 0.8) == [False, True]
