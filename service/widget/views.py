@@ -178,6 +178,11 @@ def session_start():
     return answer | {"messages": messages}
 
 
+# What a visitor's ``gate`` event carries. The stored gate (widget_messages.gate) keeps the rest for the team: the
+# reason names a reviewed ticket when one decided (service.gate.memory), and features and confidence are tuning data.
+PUBLIC_GATE_FIELDS = ("answerable", "degraded")
+
+
 def _sse(kind: str, data: dict[str, Any]) -> str:
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
@@ -206,6 +211,8 @@ def ask():
                 data = event.data
                 if event.kind == "citations":
                     data = {"citations": _citation_links(data["citations"])}
+                elif event.kind == "gate":  # the decision only: the reason and evidence are the team's
+                    data = {key: data[key] for key in PUBLIC_GATE_FIELDS if key in data}
                 yield _sse(event.kind, data)
         except Exception:  # noqa: BLE001 - the stream has started: report in-band, never a broken connection
             current_app.logger.exception("widget answer failed")
