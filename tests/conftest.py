@@ -147,6 +147,22 @@ def migrated_template(pg_url) -> Iterator[str]:
         yield sa.make_url(url).database
 
 
+@pytest.fixture(scope="session")
+def served_template(pg_url, migrated_template, local_embedder, tmp_path_factory) -> Iterator[str]:
+    """A copy of ``migrated_template`` with the five default articles seeded once per test process, never
+    connected to afterwards: the served instances of tests/test_serve.py's ``serve_fresh_database`` start from
+    copies of it, so no ``serve`` migrates or embeds the seed again (``test_serve`` itself starts from nothing)."""
+    with new_database(pg_url, migrated_template) as url:
+        engine = create_engine(url, pool_size=1)
+        try:
+            settings = Settings(data_dir=tmp_path_factory.mktemp("served-template"), auto_seed=False,
+                                model_dir=Path(os.environ["SUPPORTRAG_MODEL_DIR"]))
+            assert Runtime(settings, engine, local_embedder).seed() == 5
+        finally:
+            engine.dispose()
+        yield sa.make_url(url).database
+
+
 @pytest.fixture
 def migrated_database_url(pg_url, migrated_template) -> Iterator[str]:
     """A new database already at the head revision, with no rows (the state `supportrag db upgrade` leaves, with

@@ -85,17 +85,19 @@ def stop(process: subprocess.Popen) -> int:
 
 
 @contextmanager
-def serve_fresh_database(pg_url: str, data_dir: Path, *,
+def serve_fresh_database(pg_url: str, data_dir: Path, *, template: str | None = None,
                          prepare: Callable[[dict[str, str], str], Any] | None = None) -> Iterator[dict[str, Any]]:
     """A new database on the test server served by ``supportrag serve`` on a free port, until the block ends.
 
-    ``prepare(env, base_url)`` runs first (accounts, tokens, extra settings written into ``env``); its result is
-    yielded as ``prepared`` with ``base_url``, ``env`` and ``database_url``. The server is stopped and the
-    database dropped whatever happened.
+    The database is a copy of ``template`` (conftest's ``served_template``: migrated and seeded once per test
+    process), else empty. ``prepare(env, base_url)`` runs first (accounts, tokens, extra settings written into
+    ``env``); its result is yielded as ``prepared`` with ``base_url``, ``env`` and ``database_url``. The server is
+    stopped and the database dropped whatever happened.
     """
     name = f"t_{uuid.uuid4().hex[:10]}"
+    copy = f' TEMPLATE "{template}"' if template else ""
     with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"{copy}')
     try:
         database_url = sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False)
         port, log_path = free_port(), data_dir / "server.log"
