@@ -27,6 +27,7 @@ import psutil
 import psycopg
 import pytest
 import sqlalchemy as sa
+import werkzeug.security as werkzeug_security
 from sqlalchemy.orm import sessionmaker
 
 from service.config import Settings
@@ -197,6 +198,35 @@ def frozen_startup_heap() -> None:
     (about 0.3 s a collection otherwise, tens of seconds over the suite)."""
     LocalEmbedder()._load()
     gc.freeze()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def remembered_password_hashes() -> Iterator[None]:
+    """scrypt takes ~0.2 s a call by design, and the tests create and log in hundreds of accounts with the same
+    few passwords (a tenth of the suite's time went there). In a test process each password is hashed once (one
+    real salted scrypt hash, given to every account created with that password) and each (salt, password) pair
+    is derived once. Both are werkzeug's own results, remembered; a wrong password is still derived and refused.
+    tests/test_auth.py imports ``hash_password`` itself, so its check that two hashes of one password differ
+    still sees two fresh salts. Served instances run in their own processes and hash as in production."""
+    from service import accounts
+
+    original_hash, original_derive = accounts.hash_password, werkzeug_security._hash_internal
+    hashes: dict[str, str] = {}
+    derived: dict[tuple[str, str, str], tuple[str, str]] = {}
+
+    def hash_password(password: str) -> str:
+        if password not in hashes:
+            hashes[password] = original_hash(password)
+        return hashes[password]
+
+    def derive(method: str, salt: str, password: str) -> tuple[str, str]:
+        if (method, salt, password) not in derived:
+            derived[method, salt, password] = original_derive(method, salt, password)
+        return derived[method, salt, password]
+
+    accounts.hash_password, werkzeug_security._hash_internal = hash_password, derive
+    yield
+    accounts.hash_password, werkzeug_security._hash_internal = original_hash, original_derive
 
 
 @pytest.fixture(scope="session")
