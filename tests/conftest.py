@@ -11,7 +11,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # One math thread per test worker (set before torch loads): two workers on two cores, no oversubscription.
@@ -23,6 +23,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # tests' own data folders are temporary, and exporting again would cost each session its torch export.
 os.environ.setdefault("SUPPORTRAG_MODEL_DIR", str(Path(__file__).resolve().parent.parent / "artifacts" / "models"))
 
+import numpy as np
 import psutil
 import psycopg
 import pytest
@@ -227,6 +228,28 @@ def remembered_password_hashes() -> Iterator[None]:
     accounts.hash_password, werkzeug_security._hash_internal = hash_password, derive
     yield
     accounts.hash_password, werkzeug_security._hash_internal = original_hash, original_derive
+
+
+@pytest.fixture(scope="session", autouse=True)
+def remembered_local_vectors() -> Iterator[None]:
+    """The console tests run commands in this process on new databases, and each seeds the five default articles
+    again: in a test process the local model computes each text's vector once per loaded graph (fp32 and int8
+    apart), as ``local_embedder`` does for the runtime fixtures. The graph is still loaded (and checked) as
+    before; vectors are the model's own."""
+    original = LocalEmbedder.embed
+    vectors: dict[tuple[int, str], np.ndarray] = {}
+
+    def embed(self: LocalEmbedder, texts: Sequence[str]) -> np.ndarray:
+        graph = id(self._load())
+        missing = list(dict.fromkeys(text for text in texts if (graph, text) not in vectors))
+        if missing:
+            for text, vector in zip(missing, original(self, missing)):
+                vectors[graph, text] = vector
+        return np.stack([vectors[graph, text] for text in texts]) if texts else original(self, texts)
+
+    LocalEmbedder.embed = embed
+    yield
+    LocalEmbedder.embed = original
 
 
 @pytest.fixture(scope="session")
