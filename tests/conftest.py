@@ -56,23 +56,24 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # Seconds the longest files took in a full run (per file, summed over its tests with setup and teardown, from
-# `pytest --junitxml`; refresh them when a file grows). The xdist workers take whole files (--dist loadfile) in
+# `pytest --junitxml`, 2026-12-06 on 2 cores shared with other work; only their order matters: refresh them when
+# a file grows). The xdist workers take whole files (--dist loadfile) in
 # collection order (pyproject's --no-loadscope-reorder; xdist would otherwise order files by their number of
 # tests, leaving a long file of few tests to the end while the other worker idles): the longest go first.
 FILE_SECONDS = {
-    "test_fuzz.py": 111, "test_cli.py": 96, "test_model_export.py": 74, "test_widget_browser.py": 71,
-    "test_evaluation.py": 69, "test_agent_team_browser.py": 46, "test_first_week_browser.py": 46,
-    "test_public_api.py": 42, "test_agent_browser.py": 41, "test_tickets.py": 41, "test_imap_processes.py": 41,
-    "test_learning_cli.py": 40, "test_help_browser.py": 39, "test_serve.py": 39, "test_hardening_serve.py": 38,
-    "test_admin_browser.py": 37, "test_agent_workspace_browser.py": 36, "test_hardening_inputs.py": 35,
-    "test_reliability_restart.py": 35, "test_gate_browser.py": 32, "test_draft_composer_browser.py": 32,
-    "test_onnx_embedder.py": 28, "test_history_browser.py": 28, "test_links_served.py": 28,
-    "test_mail_hostile.py": 26, "test_agent_team.py": 26, "test_reliability_input.py": 23, "test_seeding.py": 22,
-    "test_admin_pages.py": 21, "test_reliability_faults.py": 21, "test_learning_browser.py": 21,
-    "test_agent_workspace.py": 20, "test_migrations.py": 18, "test_api.py": 18, "test_approximate.py": 17,
-    "test_mail_trust.py": 16, "test_first_week_floor.py": 16, "test_auth.py": 16, "test_search_snapshot.py": 13,
-    "test_gate_api.py": 13, "test_hardening_newcomer.py": 13, "test_privacy_erase.py": 12,
-    "test_imap_status.py": 12, "test_imap.py": 11, "test_exactly_once_races.py": 11,
+    "test_fuzz.py": 121, "test_widget_browser.py": 56, "test_evaluation.py": 52, "test_tickets.py": 46,
+    "test_serve.py": 42, "test_admin_browser.py": 40, "test_model_export.py": 39, "test_agent_team_browser.py": 37,
+    "test_hardening_serve.py": 33, "test_imap_processes.py": 32, "test_public_api.py": 32,
+    "test_reliability_restart.py": 30, "test_agent_workspace_browser.py": 29, "test_help_browser.py": 27,
+    "test_mail_hostile.py": 26, "test_first_week_browser.py": 24, "test_agent_browser.py": 23, "test_cli.py": 22,
+    "test_draft_composer_browser.py": 22, "test_onnx_embedder.py": 21, "test_history_browser.py": 20,
+    "test_links_served.py": 20, "test_learning_browser.py": 18, "test_reliability_faults.py": 17,
+    "test_hardening_inputs.py": 17, "test_gate_browser.py": 17, "test_seeding.py": 16, "test_mail_trust.py": 16,
+    "test_imap.py": 16, "test_reliability_input.py": 14, "test_widget.py": 14, "test_api.py": 13,
+    "test_gate_api.py": 12, "test_agent_team.py": 11, "test_no_silent_ticket.py": 11, "test_admin_pages.py": 10,
+    "test_versions_writers.py": 10, "test_migrations.py": 10, "test_embeddings.py": 10,
+    "test_agent_workspace.py": 9, "test_exactly_once_races.py": 9, "test_learning.py": 9, "test_imap_status.py": 9,
+    "test_first_week_floor.py": 9, "test_hardening_newcomer.py": 9,
 }
 UNLISTED_SLOW_FILE_SECONDS = 60  # a new file with a slow test (a whole evaluation set) is long too
 
