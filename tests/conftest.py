@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import os
 import shutil
+import subprocess
 import tempfile
 import uuid
 from contextlib import contextmanager
@@ -218,6 +219,22 @@ def engine(pg_url) -> Iterator[sa.Engine]:
     upgrade_database(engine)
     yield engine
     engine.dispose()
+
+
+STOPPING: list[Any] = []  # served instances sent SIGTERM (tests/test_serve.py's stop_later), not yet exited
+
+
+@pytest.fixture(scope="session", autouse=True)
+def stopping_servers() -> Iterator[None]:
+    """When the test process ends, wait for every served instance told to stop (SIGKILL after 30 s)."""
+    yield
+    while STOPPING:
+        process = STOPPING.pop()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 @pytest.fixture(scope="session", autouse=True)
