@@ -58,9 +58,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # Seconds the longest files took in a full run (per file, summed over its tests with setup and teardown, from
 # `pytest --junitxml`, 2026-12-06 on 2 cores shared with other work; only their order matters: refresh them when
-# a file grows). The xdist workers take whole files (--dist loadfile) in
-# collection order (pyproject's --no-loadscope-reorder; xdist would otherwise order files by their number of
-# tests, leaving a long file of few tests to the end while the other worker idles): the longest go first.
+# a file grows). The xdist workers take whole files (--dist loadfile) in collection order (pyproject's
+# --no-loadscope-reorder; xdist would otherwise order files by their number of tests, leaving a long file of few
+# tests to the end while the other worker idles): the longest go first.
 FILE_SECONDS = {
     "test_fuzz.py": 121, "test_widget_browser.py": 56, "test_evaluation.py": 52, "test_tickets.py": 46,
     "test_serve.py": 42, "test_admin_browser.py": 40, "test_model_export.py": 39, "test_agent_team_browser.py": 37,

@@ -128,19 +128,19 @@ def serve_fresh_database(pg_url: str, data_dir: Path, *, template: str | None = 
 
 @contextmanager
 def running_server(*args: str, database_url: str, data_dir: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    """``supportrag serve --port N ARGS`` until the block ends; output goes to data_dir/server.log."""
+    """``supportrag serve --port N ARGS`` until the block ends (then ``stop_later``); output goes to
+    data_dir/server.log."""
     port = free_port()
     log_path = data_dir / "server.log"
-    with open(log_path, "wb") as log, subprocess.Popen(
-        [str(SUPPORTRAG), "serve", "--port", str(port), *args],
-        env=server_env(database_url, data_dir), stdout=log, stderr=subprocess.STDOUT,
-    ) as process:
-        try:
-            base_url = f"http://127.0.0.1:{port}"
-            wait_until_healthy(process, base_url, log_path)
-            yield base_url, process
-        finally:
-            stop(process)
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([str(SUPPORTRAG), "serve", "--port", str(port), *args],
+                                   env=server_env(database_url, data_dir), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base_url = f"http://127.0.0.1:{port}"
+        wait_until_healthy(process, base_url, log_path)
+        yield base_url, process
+    finally:
+        stop_later(process)
 
 
 def assert_error_shape(body: Any, code: str) -> None:
