@@ -6,12 +6,13 @@ from __future__ import annotations
 import gc
 import os
 import shutil
+import subprocess
 import tempfile
 import uuid
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # One math thread per test worker (set before torch loads): two workers on two cores, no oversubscription.
@@ -23,10 +24,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # tests' own data folders are temporary, and exporting again would cost each session its torch export.
 os.environ.setdefault("SUPPORTRAG_MODEL_DIR", str(Path(__file__).resolve().parent.parent / "artifacts" / "models"))
 
+import numpy as np
 import psutil
 import psycopg
 import pytest
 import sqlalchemy as sa
+import werkzeug.security as werkzeug_security
 from sqlalchemy.orm import sessionmaker
 
 from service.config import Settings
@@ -53,10 +56,38 @@ def pytest_configure(config: pytest.Config) -> None:
         ensure_model(Path(os.environ["SUPPORTRAG_MODEL_DIR"]))
 
 
+# Seconds the longest files took in a full run (per file, summed over its tests with setup and teardown, from
+# `pytest --junitxml`, 2026-12-06 on 2 cores shared with other work; only their order matters: refresh them when
+# a file grows). The xdist workers take whole files (--dist loadfile) in collection order (pyproject's
+# --no-loadscope-reorder; xdist would otherwise order files by their number of tests, leaving a long file of few
+# tests to the end while the other worker idles): the longest go first.
+FILE_SECONDS = {
+    "test_fuzz.py": 121, "test_widget_browser.py": 56, "test_evaluation.py": 52, "test_tickets.py": 46,
+    "test_serve.py": 42, "test_admin_browser.py": 40, "test_model_export.py": 39, "test_agent_team_browser.py": 37,
+    "test_hardening_serve.py": 33, "test_imap_processes.py": 32, "test_public_api.py": 32,
+    "test_reliability_restart.py": 30, "test_agent_workspace_browser.py": 29, "test_help_browser.py": 27,
+    "test_mail_hostile.py": 26, "test_first_week_browser.py": 24, "test_agent_browser.py": 23, "test_cli.py": 22,
+    "test_draft_composer_browser.py": 22, "test_onnx_embedder.py": 21, "test_history_browser.py": 20,
+    "test_links_served.py": 20, "test_learning_browser.py": 18, "test_reliability_faults.py": 17,
+    "test_hardening_inputs.py": 17, "test_gate_browser.py": 17, "test_seeding.py": 16, "test_mail_trust.py": 16,
+    "test_imap.py": 16, "test_reliability_input.py": 14, "test_widget.py": 14, "test_api.py": 13,
+    "test_gate_api.py": 12, "test_agent_team.py": 11, "test_no_silent_ticket.py": 11, "test_admin_pages.py": 10,
+    "test_versions_writers.py": 10, "test_migrations.py": 10, "test_embeddings.py": 10,
+    "test_agent_workspace.py": 9, "test_exactly_once_races.py": 9, "test_learning.py": 9, "test_imap_status.py": 9,
+    "test_first_week_floor.py": 9, "test_hardening_newcomer.py": 9,
+}
+UNLISTED_SLOW_FILE_SECONDS = 60  # a new file with a slow test (a whole evaluation set) is long too
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with a slow test go first, so a worker starts on them while the other takes the rest."""
+    """The longest files first (FILE_SECONDS), the rest after in their own order: a worker that takes the last
+    file then finishes soon after the other."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)  # stable: the order within a file is kept
+
+    def seconds(item: pytest.Item) -> float:
+        return FILE_SECONDS.get(item.path.name, UNLISTED_SLOW_FILE_SECONDS if item.path in slow_files else 0)
+
+    items.sort(key=lambda item: -seconds(item))  # stable: the order within a file is kept
 
 
 def stop_postgres(server: Any, pgdata: Path) -> None:
@@ -147,6 +178,22 @@ def migrated_template(pg_url) -> Iterator[str]:
         yield sa.make_url(url).database
 
 
+@pytest.fixture(scope="session")
+def served_template(pg_url, migrated_template, local_embedder, tmp_path_factory) -> Iterator[str]:
+    """A copy of ``migrated_template`` with the five default articles seeded once per test process, never
+    connected to afterwards: the served instances of tests/test_serve.py's ``serve_fresh_database`` start from
+    copies of it, so no ``serve`` migrates or embeds the seed again (``test_serve`` itself starts from nothing)."""
+    with new_database(pg_url, migrated_template) as url:
+        engine = create_engine(url, pool_size=1)
+        try:
+            settings = Settings(data_dir=tmp_path_factory.mktemp("served-template"), auto_seed=False,
+                                model_dir=Path(os.environ["SUPPORTRAG_MODEL_DIR"]))
+            assert Runtime(settings, engine, local_embedder).seed() == 5
+        finally:
+            engine.dispose()
+        yield sa.make_url(url).database
+
+
 @pytest.fixture
 def migrated_database_url(pg_url, migrated_template) -> Iterator[str]:
     """A new database already at the head revision, with no rows (the state `supportrag db upgrade` leaves, with
@@ -174,6 +221,22 @@ def engine(pg_url) -> Iterator[sa.Engine]:
     engine.dispose()
 
 
+STOPPING: list[Any] = []  # served instances sent SIGTERM (tests/test_serve.py's stop_later), not yet exited
+
+
+@pytest.fixture(scope="session", autouse=True)
+def stopping_servers() -> Iterator[None]:
+    """When the test process ends, wait for every served instance told to stop (SIGKILL after 30 s)."""
+    yield
+    while STOPPING:
+        process = STOPPING.pop()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def frozen_startup_heap() -> None:
     """Load the model once, then move every object alive into gc's permanent generation: the full collections
@@ -181,6 +244,57 @@ def frozen_startup_heap() -> None:
     (about 0.3 s a collection otherwise, tens of seconds over the suite)."""
     LocalEmbedder()._load()
     gc.freeze()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def remembered_password_hashes() -> Iterator[None]:
+    """scrypt takes ~0.2 s a call by design, and the tests create and log in hundreds of accounts with the same
+    few passwords (a tenth of the suite's time went there). In a test process each password is hashed once (one
+    real salted scrypt hash, given to every account created with that password) and each (salt, password) pair
+    is derived once. Both are werkzeug's own results, remembered; a wrong password is still derived and refused.
+    tests/test_auth.py imports ``hash_password`` itself, so its check that two hashes of one password differ
+    still sees two fresh salts. Served instances run in their own processes and hash as in production."""
+    from service import accounts
+
+    original_hash, original_derive = accounts.hash_password, werkzeug_security._hash_internal
+    hashes: dict[str, str] = {}
+    derived: dict[tuple[str, str, str], tuple[str, str]] = {}
+
+    def hash_password(password: str) -> str:
+        if password not in hashes:
+            hashes[password] = original_hash(password)
+        return hashes[password]
+
+    def derive(method: str, salt: str, password: str) -> tuple[str, str]:
+        if (method, salt, password) not in derived:
+            derived[method, salt, password] = original_derive(method, salt, password)
+        return derived[method, salt, password]
+
+    accounts.hash_password, werkzeug_security._hash_internal = hash_password, derive
+    yield
+    accounts.hash_password, werkzeug_security._hash_internal = original_hash, original_derive
+
+
+@pytest.fixture(scope="session", autouse=True)
+def remembered_local_vectors() -> Iterator[None]:
+    """The console tests run commands in this process on new databases, and each seeds the five default articles
+    again: in a test process the local model computes each text's vector once per loaded graph (fp32 and int8
+    apart), as ``local_embedder`` does for the runtime fixtures. The graph is still loaded (and checked) as
+    before; vectors are the model's own."""
+    original = LocalEmbedder.embed
+    vectors: dict[tuple[int, str], np.ndarray] = {}
+
+    def embed(self: LocalEmbedder, texts: Sequence[str]) -> np.ndarray:
+        graph = id(self._load())
+        missing = list(dict.fromkeys(text for text in texts if (graph, text) not in vectors))
+        if missing:
+            for text, vector in zip(missing, original(self, missing)):
+                vectors[graph, text] = vector
+        return np.stack([vectors[graph, text] for text in texts]) if texts else original(self, texts)
+
+    LocalEmbedder.embed = embed
+    yield
+    LocalEmbedder.embed = original
 
 
 @pytest.fixture(scope="session")

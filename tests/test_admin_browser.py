@@ -7,15 +7,19 @@ under CI). Screenshots go to artifacts/screenshots/, or to docs/screenshots/ (th
 
 from __future__ import annotations
 
+import gc
 import json
-import subprocess
+import os
 import urllib.error
 import urllib.request
 from typing import Any, Iterator
 
 import pytest
+from click.testing import CliRunner
 
-from .test_serve import SUPPORTRAG, serve_fresh_database
+from service.cli.main import main
+
+from .test_serve import serve_fresh_database
 
 USERNAME, PASSWORD = "lead", "correct horse battery"
 DESKTOP, PHONE = {"width": 1280, "height": 800}, {"width": 390, "height": 844}
@@ -43,10 +47,16 @@ def request_json(method: str, url: str, body: dict[str, Any] | None = None,
 
 
 def run_cli(env: dict[str, str], *args: str) -> str:
-    """Run a ``supportrag`` command; its stdout."""
-    done = subprocess.run([str(SUPPORTRAG), *args], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    """Run a ``supportrag`` command with ``env`` as its whole environment; its stdout.
+
+    In this process, as tests/helpers.py's ``run_cli`` does: the served fixtures create their accounts and tokens
+    this way, and a new interpreter for each (imports, model load) cost 1.5-2 s apiece.
+    """
+    unset = {name: None for name in os.environ if name not in env}
+    result = CliRunner().invoke(main, list(args), env={**unset, **env})
+    gc.collect()  # finalise anything the command left open here, so a leak fails the fixture that caused it
+    assert result.exit_code == 0, f"exit {result.exit_code}\n{result.output}\n{result.exception!r}"
+    return result.stdout
 
 
 def create_admin_and_token(env: dict[str, str], base_url: str) -> str:
@@ -58,10 +68,10 @@ def create_admin_and_token(env: dict[str, str], base_url: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def server(pg_url, tmp_path_factory) -> Iterator[dict[str, str]]:
+def server(pg_url, served_template, tmp_path_factory) -> Iterator[dict[str, str]]:
     """A fresh database with one admin and one API token, served by ``supportrag serve`` (gunicorn)."""
     with serve_fresh_database(pg_url, tmp_path_factory.mktemp("admin-browser"),
-                              prepare=create_admin_and_token) as served:
+                              template=served_template, prepare=create_admin_and_token) as served:
         yield {"base_url": served["base_url"], "token": served["prepared"]}
 
 

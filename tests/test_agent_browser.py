@@ -26,13 +26,14 @@ CUSTOMER = "bo@example.com"
 
 
 @pytest.fixture(scope="module")
-def served(pg_url, tmp_path_factory, smtp) -> Iterator[dict[str, Any]]:
+def served(pg_url, served_template, tmp_path_factory, smtp) -> Iterator[dict[str, Any]]:
     """A fresh database with one agent, served by ``supportrag serve`` with SMTP and plus-addressed replies."""
     def prepare(env: dict[str, str], base_url: str) -> None:
         env.update(sending_env(smtp, base_url), WEB_CONCURRENCY="2")
         run_cli(env, "admin", "create", "--username", AGENT, "--password", AGENT_PASSWORD, "--role", "agent")
 
-    with serve_fresh_database(pg_url, tmp_path_factory.mktemp("agent-browser"), prepare=prepare) as served:
+    with serve_fresh_database(pg_url, tmp_path_factory.mktemp("agent-browser"),
+                              template=served_template, prepare=prepare) as served:
         yield {"base_url": served["base_url"], "env": served["env"]}
 
 

@@ -32,7 +32,7 @@ SECRET = "browser-inbound-secret"
 
 
 @pytest.fixture(scope="module")
-def served(pg_url, tmp_path_factory, smtp) -> Iterator[dict[str, Any]]:
+def served(pg_url, served_template, tmp_path_factory, smtp) -> Iterator[dict[str, Any]]:
     """A fresh database with two agents (display names, e-mails), served with SMTP and the inbound webhook."""
     def prepare(env: dict[str, str], base_url: str) -> None:
         env.update(sending_env(smtp, base_url), INBOUND_EMAIL_SECRET=SECRET, PRESENCE_SECONDS="8",
@@ -41,7 +41,8 @@ def served(pg_url, tmp_path_factory, smtp) -> Iterator[dict[str, Any]]:
             run_cli(env, "admin", "create", "--username", name, "--password", PASSWORD, "--role", "agent",
                     "--email", address, "--display-name", display)
 
-    with serve_fresh_database(pg_url, tmp_path_factory.mktemp("team-browser"), prepare=prepare) as served:
+    with serve_fresh_database(pg_url, tmp_path_factory.mktemp("team-browser"),
+                              template=served_template, prepare=prepare) as served:
         yield {"base_url": served["base_url"], "env": served["env"]}
 
 

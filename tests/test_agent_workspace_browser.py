@@ -30,7 +30,7 @@ CANNED_TITLE, CANNED_BODY = "Invoice copy", "You can download every invoice unde
 
 
 @pytest.fixture(scope="module")
-def served(pg_url, tmp_path_factory) -> Iterator[dict[str, Any]]:
+def served(pg_url, served_template, tmp_path_factory) -> Iterator[dict[str, Any]]:
     """A fresh database with one agent and one canned reply, served by ``supportrag serve``."""
     def prepare(env: dict[str, str], base_url: str) -> None:
         run_cli(env, "admin", "create", "--username", AGENT, "--password", AGENT_PASSWORD, "--role", "agent")
@@ -42,7 +42,8 @@ def served(pg_url, tmp_path_factory) -> Iterator[dict[str, Any]]:
         finally:
             engine.dispose()
 
-    with serve_fresh_database(pg_url, tmp_path_factory.mktemp("workspace-browser"), prepare=prepare) as served:
+    with serve_fresh_database(pg_url, tmp_path_factory.mktemp("workspace-browser"),
+                              template=served_template, prepare=prepare) as served:
         yield served
 
 

@@ -21,7 +21,7 @@ VAT = "My invoice shows the wrong VAT number for my company"  # no seed article 
 
 
 @pytest.fixture(scope="module")
-def served(pg_url, tmp_path_factory) -> Iterator[dict[str, Any]]:
+def served(pg_url, served_template, tmp_path_factory) -> Iterator[dict[str, Any]]:
     """A fresh database with one agent who has a display name, served by ``supportrag serve``."""
     def prepare(env: dict[str, str], base_url: str) -> None:
         run_cli(env, "admin", "create", "--username", AGENT, "--password", AGENT_PASSWORD, "--role", "agent")
@@ -33,7 +33,8 @@ def served(pg_url, tmp_path_factory) -> Iterator[dict[str, Any]]:
         finally:
             engine.dispose()
 
-    with serve_fresh_database(pg_url, tmp_path_factory.mktemp("draft-browser"), prepare=prepare) as served:
+    with serve_fresh_database(pg_url, tmp_path_factory.mktemp("draft-browser"),
+                              template=served_template, prepare=prepare) as served:
         yield served
 
 

@@ -23,9 +23,10 @@ def _prepare(env: dict[str, str], base_url: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def served(pg_url, tmp_path_factory) -> Iterator[dict[str, Any]]:
+def served(pg_url, served_template, tmp_path_factory) -> Iterator[dict[str, Any]]:
     """A fresh database served by ``supportrag serve`` with SUPPORTRAG_BRAND_NAME=Tallybook; some tickets."""
-    with serve_fresh_database(pg_url, tmp_path_factory.mktemp("first-week"), prepare=_prepare) as server:
+    with serve_fresh_database(pg_url, tmp_path_factory.mktemp("first-week"),
+                              template=served_template, prepare=_prepare) as server:
         base, auth = server["base_url"], {"Authorization": f"Bearer {server['prepared']}"}
         status, body = request_json("POST", f"{base}/api/articles", {"title": "Plans and limits",
                                                                       "content": PRICING, "category": "Billing"},

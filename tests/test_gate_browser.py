@@ -20,9 +20,10 @@ def _prepare(env: dict[str, str], base_url: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def gate_server(pg_url, tmp_path_factory) -> Iterator[dict[str, Any]]:
+def gate_server(pg_url, served_template, tmp_path_factory) -> Iterator[dict[str, Any]]:
     """A fresh seeded database served by ``supportrag serve``, with an admin, a token and four tickets."""
-    with serve_fresh_database(pg_url, tmp_path_factory.mktemp("gate-browser"), prepare=_prepare) as served:
+    with serve_fresh_database(pg_url, tmp_path_factory.mktemp("gate-browser"),
+                              template=served_template, prepare=_prepare) as served:
         auth = {"Authorization": f"Bearer {served['prepared']}"}
         ids = []
         for question in QUESTIONS:

@@ -39,7 +39,8 @@ STUCK_SUBJECT = "I forgot my password (asked just before a worker was killed)"
 
 
 def leave_a_stuck_ticket(url: str) -> None:
-    """Migrate the new database and leave in it what a worker killed mid-answer leaves: a ticket 'received'."""
+    """Migrate the new database (if not yet) and leave in it what a worker killed mid-answer leaves: a ticket
+    'received'."""
     engine = create_engine(url, pool_size=1)
     try:
         upgrade_database(engine)
@@ -51,11 +52,12 @@ def leave_a_stuck_ticket(url: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def served(pg_url, tmp_path_factory) -> Iterator[tuple[str, Path, str]]:
-    """One gunicorn worker on its own new database: (base URL, its log file, the database URL)."""
+def served(pg_url, served_template, tmp_path_factory) -> Iterator[tuple[str, Path, str]]:
+    """One gunicorn worker on its own new database (a copy of the migrated, seeded template): (base URL, its log
+    file, the database URL)."""
     name = f"t_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{served_template}"')
     data_dir = tmp_path_factory.mktemp("served")
     url = sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False)
     leave_a_stuck_ticket(url)
@@ -168,7 +170,7 @@ def test_item_9_serve_answers_a_ticket_a_dead_worker_left_received(served):
     assert stuck_ticket_status(url) == "answered"
 
 
-def test_issue_33_serve_dev_runs_recovery_too(fresh_database_url, tmp_path):
-    leave_a_stuck_ticket(fresh_database_url)
-    with running_server("--dev", database_url=fresh_database_url, data_dir=tmp_path):
-        assert stuck_ticket_status(fresh_database_url) == "answered"
+def test_issue_33_serve_dev_runs_recovery_too(migrated_database_url, tmp_path):
+    leave_a_stuck_ticket(migrated_database_url)
+    with running_server("--dev", database_url=migrated_database_url, data_dir=tmp_path):
+        assert stuck_ticket_status(migrated_database_url) == "answered"

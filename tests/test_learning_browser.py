@@ -29,7 +29,7 @@ PICKUP_REPLY = ("Hi Jane, yes! Choose Warehouse pickup as the delivery option at
 
 
 @pytest.fixture(scope="module")
-def loop_server(pg_url, tmp_path_factory) -> Iterator[dict[str, Any]]:
+def loop_server(pg_url, served_template, tmp_path_factory) -> Iterator[dict[str, Any]]:
     """A fresh seeded database served by ``supportrag serve``, with one admin and one API token."""
     data_dir = tmp_path_factory.mktemp("learning-browser")
     def prepare(env: dict[str, str], base_url: str) -> str:
@@ -38,7 +38,7 @@ def loop_server(pg_url, tmp_path_factory) -> Iterator[dict[str, Any]]:
         env["ANSWER_GATE"] = "floor"
         return create_admin_and_token(env, base_url)
 
-    with serve_fresh_database(pg_url, data_dir, prepare=prepare) as served:
+    with serve_fresh_database(pg_url, data_dir, template=served_template, prepare=prepare) as served:
         yield {"base_url": served["base_url"], "token": served["prepared"],
                "database_url": served["database_url"], "data_dir": data_dir}
 

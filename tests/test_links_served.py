@@ -22,13 +22,14 @@ HANDED_OFF = "Do you ship parrot food to Mars?"
 
 
 @pytest.fixture(scope="module")
-def served(pg_url, tmp_path_factory, smtp) -> Iterator[dict[str, Any]]:
+def served(pg_url, served_template, tmp_path_factory, smtp) -> Iterator[dict[str, Any]]:
     """A fresh database served with SMTP to ``smtp`` and links to the server itself; an admin token."""
     def prepare(env: dict[str, str], base_url: str) -> str:
         env.update(sending_env(smtp, base_url), WEB_CONCURRENCY="2")
         return run_cli(env, "token", "create", "--name", "held-out").strip().splitlines()[-1]
 
-    with serve_fresh_database(pg_url, tmp_path_factory.mktemp("links-served"), prepare=prepare) as running:
+    with serve_fresh_database(pg_url, tmp_path_factory.mktemp("links-served"),
+                              template=served_template, prepare=prepare) as running:
         yield {"base_url": running["base_url"], "token": running["prepared"]}
 
 

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from .conftest import admin_conninfo
+from .conftest import STOPPING, admin_conninfo
 from .helpers import ENVIRONMENT_OVERRIDES
 
 SUPPORTRAG = Path(sys.executable).parent / "supportrag"
@@ -84,32 +84,43 @@ def stop(process: subprocess.Popen) -> int:
     return process.returncode
 
 
+def stop_later(process: subprocess.Popen) -> None:
+    """SIGTERM now; conftest's ``stopping_servers`` waits for the exit (or kills) when the test process ends.
+    gunicorn takes ~2 s to shut down gracefully, which the next test module need not wait for (tests of the
+    shutdown itself call ``stop``)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    STOPPING.append(process)
+
+
 @contextmanager
-def serve_fresh_database(pg_url: str, data_dir: Path, *,
+def serve_fresh_database(pg_url: str, data_dir: Path, *, template: str | None = None,
                          prepare: Callable[[dict[str, str], str], Any] | None = None) -> Iterator[dict[str, Any]]:
     """A new database on the test server served by ``supportrag serve`` on a free port, until the block ends.
 
-    ``prepare(env, base_url)`` runs first (accounts, tokens, extra settings written into ``env``); its result is
-    yielded as ``prepared`` with ``base_url``, ``env`` and ``database_url``. The server is stopped and the
-    database dropped whatever happened.
+    The database is a copy of ``template`` (conftest's ``served_template``: migrated and seeded once per test
+    process), else empty. ``prepare(env, base_url)`` runs first (accounts, tokens, extra settings written into
+    ``env``); its result is yielded as ``prepared`` with ``base_url``, ``env`` and ``database_url``. The server is
+    told to stop (``stop_later``) and the database dropped whatever happened.
     """
     name = f"t_{uuid.uuid4().hex[:10]}"
+    copy = f' TEMPLATE "{template}"' if template else ""
     with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"{copy}')
     try:
         database_url = sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False)
         port, log_path = free_port(), data_dir / "server.log"
         base_url = f"http://127.0.0.1:{port}"
         env = server_env(database_url, data_dir)
         prepared = prepare(env, base_url) if prepare else None
-        with open(log_path, "wb") as log, subprocess.Popen(
-                [str(SUPPORTRAG), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
-        ) as process:
-            try:
-                wait_until_healthy(process, base_url, log_path)
-                yield {"base_url": base_url, "env": env, "database_url": database_url, "prepared": prepared}
-            finally:
-                stop(process)
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen([str(SUPPORTRAG), "serve", "--port", str(port)], env=env, stdout=log,
+                                       stderr=subprocess.STDOUT)
+        try:
+            wait_until_healthy(process, base_url, log_path)
+            yield {"base_url": base_url, "env": env, "database_url": database_url, "prepared": prepared}
+        finally:
+            stop_later(process)
     finally:
         with psycopg.connect(admin_conninfo(pg_url), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -117,19 +128,19 @@ def serve_fresh_database(pg_url: str, data_dir: Path, *,
 
 @contextmanager
 def running_server(*args: str, database_url: str, data_dir: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    """``supportrag serve --port N ARGS`` until the block ends; output goes to data_dir/server.log."""
+    """``supportrag serve --port N ARGS`` until the block ends (then ``stop_later``); output goes to
+    data_dir/server.log."""
     port = free_port()
     log_path = data_dir / "server.log"
-    with open(log_path, "wb") as log, subprocess.Popen(
-        [str(SUPPORTRAG), "serve", "--port", str(port), *args],
-        env=server_env(database_url, data_dir), stdout=log, stderr=subprocess.STDOUT,
-    ) as process:
-        try:
-            base_url = f"http://127.0.0.1:{port}"
-            wait_until_healthy(process, base_url, log_path)
-            yield base_url, process
-        finally:
-            stop(process)
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([str(SUPPORTRAG), "serve", "--port", str(port), *args],
+                                   env=server_env(database_url, data_dir), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base_url = f"http://127.0.0.1:{port}"
+        wait_until_healthy(process, base_url, log_path)
+        yield base_url, process
+    finally:
+        stop_later(process)
 
 
 def assert_error_shape(body: Any, code: str) -> None:

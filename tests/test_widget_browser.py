@@ -88,7 +88,7 @@ class _HostHandler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def widget_site(pg_url, tmp_path_factory) -> Iterator[dict[str, Any]]:
+def widget_site(pg_url, served_template, tmp_path_factory) -> Iterator[dict[str, Any]]:
     """``serve`` with one allowed host page; a second host page on another port that is not allowed."""
     allowed_port, foreign_port = free_port(), free_port()
 
@@ -97,7 +97,8 @@ def widget_site(pg_url, tmp_path_factory) -> Iterator[dict[str, Any]]:
         env["SUPPORTRAG_RATE_LIMIT_WIDGET"] = "200/minute"
         return create_admin_and_token(env, base_url)
 
-    with serve_fresh_database(pg_url, tmp_path_factory.mktemp("widget"), prepare=prepare) as served:
+    with serve_fresh_database(pg_url, tmp_path_factory.mktemp("widget"),
+                              template=served_template, prepare=prepare) as served:
         host = _host_on(allowed_port, served["base_url"])
         foreign = _host_on(foreign_port, served["base_url"])
         try:
@@ -283,7 +284,7 @@ def test_on_a_phone_the_panel_fills_the_screen_and_still_answers(browser, widget
 
 
 @pytest.fixture(scope="module")
-def strict_site(pg_url, tmp_path_factory) -> Iterator[dict[str, Any]]:
+def strict_site(pg_url, served_template, tmp_path_factory) -> Iterator[dict[str, Any]]:
     """``serve`` with WIDGET_IDENTITY_REQUIRED=1 and a streaming fake model."""
     port = free_port()
     with FakeOpenAIServer() as model:
@@ -293,7 +294,8 @@ def strict_site(pg_url, tmp_path_factory) -> Iterator[dict[str, Any]]:
             env.update(WIDGET_ALLOWED_ORIGINS=f"http://127.0.0.1:{port}", WIDGET_IDENTITY_SECRET=SECRET,
                        WIDGET_IDENTITY_REQUIRED="1", LLM_BASE_URL=model.base_url, LLM_MODEL="fake-stream")
 
-        with serve_fresh_database(pg_url, tmp_path_factory.mktemp("widget-strict"), prepare=prepare) as served:
+        with serve_fresh_database(pg_url, tmp_path_factory.mktemp("widget-strict"),
+                                  template=served_template, prepare=prepare) as served:
             host = _host_on(port, served["base_url"])
             try:
                 yield {"base_url": served["base_url"], "host": host, "model": model}
