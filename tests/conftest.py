@@ -263,7 +263,9 @@ def remembered_password_hashes() -> Iterator[None]:
     still sees two fresh salts. Served instances run in their own processes and hash as in production."""
     from service import accounts
 
-    original_hash, original_derive = accounts.hash_password, werkzeug_security._hash_internal
+    # werkzeug's private derivation (3.x); if a release renames it, logins just derive each time again
+    original_hash = accounts.hash_password
+    original_derive = getattr(werkzeug_security, "_hash_internal", None)
     hashes: dict[str, str] = {}
     derived: dict[tuple[str, str, str], tuple[str, str]] = {}
 
@@ -277,9 +279,13 @@ def remembered_password_hashes() -> Iterator[None]:
             derived[method, salt, password] = original_derive(method, salt, password)
         return derived[method, salt, password]
 
-    accounts.hash_password, werkzeug_security._hash_internal = hash_password, derive
+    accounts.hash_password = hash_password
+    if original_derive is not None:
+        werkzeug_security._hash_internal = derive
     yield
-    accounts.hash_password, werkzeug_security._hash_internal = original_hash, original_derive
+    accounts.hash_password = original_hash
+    if original_derive is not None:
+        werkzeug_security._hash_internal = original_derive
 
 
 @pytest.fixture(scope="session", autouse=True)
