@@ -11,7 +11,8 @@ then the old body-only signature and a stale timestamp (both must be 401). Then 
 ``<`` and ``<a`` (256 KiB and 1 MiB), 600 nested ``(`` in From, five ambiguous From headers into Bob's thread, two
 [T-n] tags, an internationalised sender, eight kinds of automatic mail, text / image / text, a forwarded
 message/rfc822 and an inline forwarded invoice, a 3 MB photo, 600 attachments, a bidi file name and an encoded
-CR LF in the subject. Prints one line per message: (HTTP status, outcome, seconds).
+CR LF in the subject, 2,000 encoded words in a subject, a header folded over 10,000 lines and 5,000 Received
+headers. Prints one line per message: (HTTP status, outcome, seconds).
 
 ``--smtp-port N`` checks only the signed-link trust instead: serve started with ``SMTP_HOST=127.0.0.1 SMTP_PORT=N
 SMTP_TLS=none MAIL_FROM=support@example.com``, this script listens there, posts an API ticket for a new address (its
@@ -253,3 +254,13 @@ show("bidi file name", mime("From: ivy@customer.test\nSubject: bidi\nMessage-ID:
                             "filename*=utf-8''invoice%E2%80%AEgpj.exe\r\n\r\nMZ".encode()))
 show("encoded CR LF in the subject", raw("From: ivy@customer.test\nSubject: =?utf-8?q?hi=0D=0AX-Injected:=20yes?=\n"
                                          "Message-ID: <crlf@c.test>", b"Where is my parcel?"))
+# Header parsing at scale (the stdlib's header decoding has had quadratic paths): many encoded words in one
+# subject, one header folded over thousands of lines, and thousands of Received headers.
+show("2,000 encoded words in the subject", raw("From: ivy@customer.test\nSubject: " + " ".join(
+    ["=?utf-8?b?SGVsbG8=?="] * 2000) + "\nMessage-ID: <words@c.test>", b"Where is my parcel?"))
+show("a header folded over 10,000 lines", raw("From: ivy@customer.test\nSubject: folded\nX-Long: start" + "".join(
+    f"\n x{n}" for n in range(10_000)) + "\nMessage-ID: <fold@c.test>", b"Where is my parcel?"))
+show("5,000 Received headers", raw("".join(f"Received: from relay{n}.example by mx.example; Mon, 7 Dec 2026 "
+                                           f"00:00:{n % 60:02d} +0000\n" for n in range(5_000))
+                                   + "From: ivy@customer.test\nSubject: hops\nMessage-ID: <hops@c.test>",
+                                   b"Where is my parcel?"))
