@@ -221,6 +221,13 @@ def test_ticket_query_is_subject_blank_line_body_stripped():
     assert ticket_query("  Refund  ", "\nWhere is my money?\n") == "Refund\n\nWhere is my money?"
 
 
+def test_a_subject_the_body_starts_with_is_said_once():
+    assert ticket_query("Where is my parcel?", "Where is my parcel?") == "Where is my parcel?"
+    assert ticket_query("My card was declined", " My card was declined twice today.") == \
+        "My card was declined twice today."
+    assert ticket_query("Declined", "My card was declined") == "Declined\n\nMy card was declined"
+
+
 # --- extractive answers --------------------------------------------------------------------------
 
 ARTICLE = """Intro paragraph about our store and its many friendly policies.

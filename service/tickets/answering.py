@@ -107,9 +107,13 @@ def _neutralise(text: str, tag: str) -> str:
 
 
 def ticket_query(subject: str, body: str) -> str:
-    """The retrieval query for a ticket, cut to the search limit (embedders read far less anyway)."""
-
-    return f"{subject.strip()}\n\n{body.strip()}"[:QUERY_MAX]
+    """The retrieval query for a ticket, cut to the search limit (embedders read far less anyway). A subject the
+    body already starts with (the help page's, made from the description's first sentence; an API caller's that
+    repeats the question) is said once: twice, it doubled the question's words in the keyword leg."""
+    subject, body = subject.strip(), body.strip()
+    if subject and body.startswith(subject):
+        return body[:QUERY_MAX]
+    return f"{subject}\n\n{body}"[:QUERY_MAX]
 
 
 def build_messages(articles: Sequence[ContextArticle], subject: str, body: str) -> list[dict[str, str]]:
