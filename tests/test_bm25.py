@@ -181,7 +181,11 @@ def test_bm25_top_k_is_exactly_a_brute_force_bm25(session, corpus, query, limit,
                              retrieval=RetrievalSettings(mode="lexical", bm25_k1=k1, bm25_b=b,
                                                          bm25_title_weight=title_weight))
         ranked = sorted(expected, key=lambda article_id: (-round(expected[article_id], 9), article_id))[:limit]
-        assert [result.id for result in outcome.results] == ranked
+        # the top scores in order; articles whose scores tie to 9 decimals may come in either order (PostgreSQL's
+        # sums over sections can differ from Python's in the last bits, seen once in a full run)
+        returned = [result.id for result in outcome.results]
+        assert [round(expected[i], 9) for i in returned] == [round(expected[i], 9) for i in ranked]
+        assert len(set(returned)) == len(returned) and set(returned) <= set(expected)
         for result in outcome.results:
             assert result.explain.lexical_score == pytest.approx(expected[result.id], rel=1e-9)
     finally:
