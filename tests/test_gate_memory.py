@@ -103,3 +103,15 @@ def test_the_eval_protocol_applies_the_rule_a_later_question_takes_its_reviewed_
              attempt(201, 0.85, True, unit(1, 1, 1, 0.9, 0.05, 0, 0, 0), "a-other")]  # same words, other article
     assert calibrated_answers(later, calibrator, threshold, 0.3) == [True, True]  # without the rule
     assert calibrated_answers(later, calibrator, threshold, 0.3, reviewed, 0.8) == [False, True]
+
+
+def test_an_erased_customers_reviewed_question_no_longer_decides(seeded, client):
+    question = "Can I return an item and get my money back?"
+    created = client.post("/api/tickets", json={"subject": question, "body": question, "email": "ann@example.com"})
+    ticket_id = created.get_json()["ticket"]["id"]
+    client.post(f"/api/tickets/{ticket_id}/review", json={"answer_correct": False})
+    rephrased = "Can I return an item and get my money back, please?"
+    assert ask(client, rephrased)["gate"]["review_match"]["ticket_id"] == ticket_id
+    erased = client.post("/api/customers/erase", json={"email": "ann@example.com", "confirm": "ann@example.com"})
+    assert erased.status_code == 200, erased.get_json()
+    assert "review_match" not in ask(client, rephrased)["gate"]
