@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import machine_facts, report  # noqa: E402
-from widget_stream import free_port  # noqa: E402
+from tests.test_serve import SUPPORTRAG, free_port, stop, wait_until_healthy  # noqa: E402
 
 from service.gate.evaluation import hold_back  # noqa: E402  (the same seeded hold-back as the eval command)
 from service.retrieval.evaluation import load_eval_set  # noqa: E402
@@ -52,23 +52,16 @@ def call(base: str, token: str, method: str, path: str, body: dict | None = None
 
 
 def start_server(data_dir: Path) -> tuple[subprocess.Popen, str, str]:
-    """A fresh `supportrag serve` and an admin token for it."""
-    port = free_port()
+    """A fresh `supportrag serve` on the embedded database and an admin token for it."""
+    port, log_path = free_port(), data_dir / "server.log"
     env = {**os.environ, "SUPPORTRAG_DATA_DIR": str(data_dir)}
     env.pop("DATABASE_URL", None)
-    cli = str(Path(sys.executable).parent / "supportrag")
-    log = open(data_dir / "server.log", "wb")
-    process = subprocess.Popen([cli, "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([str(SUPPORTRAG), "serve", "--port", str(port)], env=env, stdout=log,
+                                   stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            with urllib.request.urlopen(f"{base}/healthz", timeout=5):
-                break
-        except OSError:
-            time.sleep(0.25)
-    else:
-        raise SystemExit(f"server did not start; see {log.name}")
-    token = subprocess.run([cli, "token", "create", "--name", "gate protocol"], env=env, check=True,
+    wait_until_healthy(process, base, log_path)
+    token = subprocess.run([str(SUPPORTRAG), "token", "create", "--name", "gate protocol"], env=env, check=True,
                            capture_output=True, text=True).stdout.strip().splitlines()[-1]
     return process, base, token
 
@@ -143,8 +136,7 @@ def main() -> None:
         try:
             report(RESULTS, run(base, token, args.set_dir, **options) | machine_facts())
         finally:
-            process.terminate()
-            process.wait(timeout=60)
+            stop(process)
 
 
 if __name__ == "__main__":

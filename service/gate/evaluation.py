@@ -12,7 +12,7 @@ import numpy as np
 from service.gate.calibrator import Calibrator, fit_calibrator
 from service.gate.evidence import gather_features
 from service.gate.features import Features
-from service.gate.memory import ReviewedQuestion, effective_score, leave_one_out_verdicts, nearest_verdict
+from service.gate.memory import OFF, ReviewedQuestion, effective_score, leave_one_out_verdicts, nearest_verdict
 from service.gate.thresholds import choose_threshold, precision_curve
 from service.retrieval.evaluation import EvalSet, _QueryVectors, throwaway_corpus
 from service.retrieval.search import run_search
@@ -102,7 +102,7 @@ def floor_answers(attempts: Sequence[Attempt], floor: float) -> list[bool]:
 
 
 def calibrated_answers(attempts: Sequence[Attempt], calibrator: Calibrator | None, threshold: float | None,
-                       floor: float, reviewed: Sequence[Attempt] = (), match_similarity: float = 1.01) -> list[bool]:
+                       floor: float, reviewed: Sequence[Attempt] = (), match_similarity: float = OFF) -> list[bool]:
     """The calibrated gate: confidence reaches the threshold (and the cosine the floor); a question near a
     ``reviewed`` one answered from the same article takes its verdict instead (service.gate.memory)."""
     if calibrator is None or threshold is None:
@@ -119,7 +119,7 @@ def calibrated_answers(attempts: Sequence[Attempt], calibrator: Calibrator | Non
 
 
 def calibrate_on(attempts: Sequence[Attempt], *, target: float, confidence: float,
-                 match_similarity: float = 1.01) -> tuple[Calibrator | None, float | None]:
+                 match_similarity: float = OFF) -> tuple[Calibrator | None, float | None]:
     """A team calibrator and threshold from labelled attempts (what POST /api/gate/calibrate does, the
     reviewed-neighbour rule judged leave one out); (None, None) when the labels hold only one outcome (nothing to
     fit: the gate answers nothing)."""
@@ -134,7 +134,7 @@ def calibrate_on(attempts: Sequence[Attempt], *, target: float, confidence: floa
 
 
 def cross_fit(attempts: Sequence[Attempt], *, target: float, confidence: float, floor: float,
-              seed: int, match_similarity: float = 1.01) -> tuple[GateFigures, list[float | None]]:
+              seed: int, match_similarity: float = OFF) -> tuple[GateFigures, list[float | None]]:
     """Calibrate on one half of the questions, measure on the other, both ways; pooled figures and thresholds."""
     order = list(range(len(attempts)))
     random.Random(seed).shuffle(order)
@@ -153,7 +153,7 @@ def cross_fit(attempts: Sequence[Attempt], *, target: float, confidence: float, 
 
 def team_protocol(attempts: Sequence[Attempt], *, target: float, confidence: float, floor: float, seed: int,
                   labelled: int = 150, asked: int = 200, repeats: int = 10,
-                  match_similarity: float = 1.01) -> dict | None:
+                  match_similarity: float = OFF) -> dict | None:
     """The issue's held-out check on a dev set: review ``labelled`` questions, calibrate, ask ``asked`` others;
     repeated over seeded draws, the mean figures and the worst precision (None: the set is too small)."""
     if len(attempts) < labelled + asked:
@@ -179,9 +179,9 @@ def team_protocol(attempts: Sequence[Attempt], *, target: float, confidence: flo
 
 def answerability_report(attempts: Sequence[Attempt], *, floor: float, default: Calibrator,
                          default_threshold: float, target: float, confidence: float, seed: int,
-                         match_similarity: float = 1.01) -> dict:
+                         match_similarity: float = OFF) -> dict:
     """The figures `supportrag eval --answerability` prints (the calibrated rows with the reviewed-neighbour rule
-    at ``match_similarity``; above 1, without it)."""
+    at ``match_similarity``; ``OFF``, without it)."""
     crossed, thresholds = cross_fit(attempts, target=target, confidence=confidence, floor=floor, seed=seed,
                                     match_similarity=match_similarity)
     usable = [a for a in attempts if a.features is not None]

@@ -23,6 +23,7 @@ from service.providers.embeddings import Embedder, EmbeddingError, embed_narrow
 
 log = logging.getLogger(__name__)
 
+OFF = 2.0  # a REVIEW_MATCH_SIMILARITY no cosine reaches: the rule never decides
 VETO_SCORE = -1.0  # a reviewed-wrong neighbour: below every threshold
 ANSWER_SCORE = 2.0  # a reviewed-right neighbour: above every threshold
 
@@ -50,7 +51,7 @@ def _match_sql(width: int) -> sa.TextClause:
         JOIN ticket_citations c ON c.ticket_id = r.ticket_id AND c.rank = 1
         JOIN knowledge_base a ON a.id = c.article_id
         LEFT JOIN article_versions av ON av.article_id = c.article_id AND av.number = c.article_version
-        WHERE c.article_id = :article_id AND r.ticket_id <> :exclude
+        WHERE c.article_id = :article_id
           -- a verdict is about the text the reviewer saw: an edit of the title or content retires it
           AND (av.article_id IS NULL OR (av.title = a.title AND av.content = a.content))
         ORDER BY v.embedding <=> CAST(:query AS halfvec({int(width)})), r.ticket_id
@@ -60,8 +61,8 @@ def _match_sql(width: int) -> sa.TextClause:
 HAS_REVIEWS_SQL = sa.text("SELECT EXISTS (SELECT 1 FROM gate_reviews)")
 
 
-def find_review_match(session: Session, embedder: Embedder, query: str, article_id: int, *, min_similarity: float,
-                      exclude: int | None = None) -> ReviewMatch | None:
+def find_review_match(session: Session, embedder: Embedder, query: str, article_id: int, *,
+                      min_similarity: float) -> ReviewMatch | None:
     """The nearest reviewed question answered from ``article_id`` whose cosine reaches ``min_similarity``; None
     without one, with no reviews at all (nothing is embedded then), or when the embedder fails."""
     if min_similarity > 1.0 or not session.scalar(HAS_REVIEWS_SQL):
@@ -76,7 +77,7 @@ def find_review_match(session: Session, embedder: Embedder, query: str, article_
         return None
     row = session.execute(_match_sql(len(vector)), {
         "query": np.asarray(vector / norm, dtype=np.float32), "model": embedder.model_name,
-        "article_id": article_id, "exclude": exclude if exclude is not None else -1}).first()
+        "article_id": article_id}).first()
     if row is None or row.similarity < min_similarity:
         return None
     return ReviewMatch(int(row.ticket_id), float(row.similarity), bool(row.answer_correct))

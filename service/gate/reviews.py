@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from service.db.models import AnswerFeedback, GateCalibration, GateReview, Ticket, TicketDraft, WidgetMessage
 from service.gate.calibrator import fit_calibrator, load_default_calibrator, load_default_threshold
 from service.gate.features import Features
-from service.gate.memory import ReviewedQuestion, effective_score, leave_one_out_verdicts
+from service.gate.memory import OFF, ReviewedQuestion, effective_score, leave_one_out_verdicts
 from service.gate.state import active_gate
 from service.gate.thresholds import choose_threshold, curve_point, precision_curve
 
@@ -60,7 +60,7 @@ def record_review(session: Session, ticket_id: int, correct: bool, reviewer: str
 
 
 LABELS_SQL = sa.text("""
-    SELECT r.ticket_id, r.answer_correct, t.gate, c.article_id, v.embedding::text AS vector,
+    SELECT r.ticket_id, r.answer_correct, t.gate, c.article_id, v.embedding AS vector,
            md5(coalesce(av.title, '') || chr(1) || coalesce(av.content, '')) AS text_key
     FROM gate_reviews r
     JOIN tickets t ON t.id = r.ticket_id
@@ -79,11 +79,11 @@ def team_labels(session: Session, model: str | None = None) -> list[Label]:
             for row in rows if row.gate and row.gate.get("features")]
 
 
-def _unit(text: str | None) -> np.ndarray | None:
-    """A halfvec's text form ('[0.1,0.2,…]') as a unit float32 vector."""
-    if not text:
+def _unit(stored) -> np.ndarray | None:
+    """A stored halfvec (pgvector's HalfVector, registered on every connection) as a unit float32 vector."""
+    if stored is None:
         return None
-    vector = np.array(text.strip("[]").split(","), dtype=np.float32)
+    vector = np.asarray(stored.to_numpy(), dtype=np.float32)
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm else None
 
@@ -103,7 +103,7 @@ def labels_needed(labels: list[Label]) -> int:
 
 
 def calibrate(session: Session, *, target: float, confidence: float, actor: str | None, model: str | None = None,
-              match_similarity: float = 1.0) -> GateCalibration:
+              match_similarity: float = OFF) -> GateCalibration:
     """Refit on the team's reviews and choose the threshold for ``target``; with too few reviews, keep the default
     calibrator (the row says how many more are needed). Every call adds a row: the audit log. With ``model`` (the
     embedder's), the thresholds are judged with the reviewed-neighbour rule at ``match_similarity``, leave one
@@ -144,7 +144,7 @@ def label_counts(session: Session) -> dict[str, int]:
 
 
 def gate_status(session: Session, *, default_target: float, default_confidence: float, model: str | None = None,
-                match_similarity: float = 1.0) -> dict:
+                match_similarity: float = OFF) -> dict:
     """What GET /api/gate returns: the gate in force, its estimate on the team's reviews (with the reviewed-neighbour
     rule, leave one out, when ``model`` is given), and the curve."""
     gate = active_gate(session)

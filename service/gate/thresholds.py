@@ -32,7 +32,7 @@ class CurvePoint:
 @dataclass(frozen=True)
 class ThresholdChoice:
     """The chosen threshold and the point it gives. ``target_met`` False: no tested threshold reached the target,
-    and the threshold is the strictest tested one instead (``strictest_tested``); None when no threshold answers
+    and the gate keeps to its most confident share instead (``confident_fallback``); None when no threshold answers
     enough labelled tickets to be tested."""
 
     threshold: float | None
@@ -95,11 +95,11 @@ def choose_threshold(confidences: Sequence[float], correct: Sequence[bool], *, t
         chosen = point
     if chosen is not None:
         return ThresholdChoice(chosen.threshold, chosen, curve, True)
-    fallback = strictest_tested(curve, needed)
+    fallback = confident_fallback(curve, needed)
     return ThresholdChoice(fallback.threshold if fallback else None, fallback, curve, False)
 
 
-def strictest_tested(curve: Sequence[CurvePoint], needed: int) -> CurvePoint | None:
+def confident_fallback(curve: Sequence[CurvePoint], needed: int) -> CurvePoint | None:
     """The fallback when the target cannot be shown: the gate keeps to its most confident share. Among the
     thresholds no looser than the first of the sequence (the strictest answering ``needed`` labelled tickets), the
     one with the highest lower bound (at least MIN_ANSWERED answered). The highest bound over *all* thresholds
